@@ -1,0 +1,1 @@
+"""CLI command families; each module exposes register(subparsers)."""

@@ -1,0 +1,420 @@
+"""S3Stream on moto's S3 server: catch-up reads, object counts, produce p99 under load.
+
+Usage::
+
+    python bench/s3stream_bench.py [--mib 128] [--seconds 5]
+
+Starts ``moto_server`` on 127.0.0.1 and measures, in the same run:
+
+- ``raw-get``: whole-object GETs of the engine's own 8 MiB objects through
+  the same S3 object store, one at a time and four at a time (the baseline);
+- ``catch-up``: a fresh engine (cold block cache) reads the stream back from
+  the beginning with 1 MiB fetches, without and with read-ahead (3 ranges:
+  up to 4 GETs in flight); ratios against both raw GET figures;
+- ``objects``: many small uploads (4 streams, 256 KiB uploads), then
+  compaction to completion: object count and PUTs per GB before and after;
+- ``wal``: append latency at 20 MB/s, file WAL vs object WAL (5 and 20 ms
+  batches), and PUTs per GB including WAL objects;
+- ``produce-p99``: 16 KiB appends at 20 MB/s (file WAL) idle, then while a
+  cold catch-up read and a compaction run in the same process.
+
+Prints a table and writes JSON to ``bench/results/s3stream_bench.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import boto3  # noqa: E402
+
+from ingest.metadata import SqliteMetadataStore  # noqa: E402
+from ingest.s3stream import S3StreamConfig, S3StreamEngine, open_engine  # noqa: E402
+from ingest.s3stream.objectstore import ObjectStore, open_object_store  # noqa: E402
+
+MIB = 1 << 20
+BUCKET = "bench"
+
+
+class CountingStore:
+    """Counts PUTs and GETs of an object store."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.puts = 0
+        self.gets = 0
+        self.put_bytes = 0
+
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        self.puts += 1
+        self.put_bytes += len(data)
+        await self.inner.put(key, data)
+
+    async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        self.gets += 1
+        return await self.inner.get(key, start, end)
+
+    async def delete(self, keys: list[str]) -> None:
+        await self.inner.delete(keys)
+
+    async def list(self, prefix: str = "") -> Any:
+        return await self.inner.list(prefix)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).create_bucket(Bucket=BUCKET)
+    return proc, url
+
+
+class Env:
+    def __init__(self, endpoint: str, base: Path) -> None:
+        self.endpoint = endpoint
+        self.base = base
+
+    def store(self, prefix: str) -> CountingStore:
+        return CountingStore(
+            open_object_store(
+                f"s3://{BUCKET}/{prefix}",
+                endpoint_url=self.endpoint,
+                region="us-east-1",
+                access_key_id="test",
+                secret_access_key="test",
+                path_style=True,
+            )
+        )
+
+    async def engine(
+        self, name: str, store: CountingStore, **kw: Any
+    ) -> tuple[S3StreamEngine, SqliteMetadataStore]:
+        d = self.base / name
+        d.mkdir(exist_ok=True)
+        metadata = SqliteMetadataStore(d / "meta.db")
+        config = S3StreamConfig(wal_dir=d / "wal", **kw)
+        engine = open_engine(config, metadata, store)
+        await engine.start()
+        return engine, metadata
+
+
+async def _write(engine: S3StreamEngine, mib: int, batch: int = 64 * 1024) -> int:
+    s = await engine.create_stream()
+    payload = os.urandom(batch)
+    window: list[Any] = []
+    for _ in range(mib * MIB // batch):
+        window.append(s.append(payload, 10))
+        if len(window) >= 64:
+            await window.pop(0)
+    for f in window:
+        await f
+    return s.stream_id
+
+
+async def _read_all(engine: S3StreamEngine, sid: int) -> tuple[int, float]:
+    s = await engine.open_stream(sid)
+    t = time.perf_counter()
+    pos, read = 0, 0
+    while pos < s.confirm_offset:
+        batches = await s.fetch(pos, s.confirm_offset, MIB)
+        read += sum(len(b.payload) for b in batches)
+        pos = batches[-1].end_offset
+    return read, time.perf_counter() - t
+
+
+async def catch_up(env: Env, mib: int) -> list[dict[str, Any]]:
+    prefix = uuid.uuid4().hex
+    store = env.store(prefix)
+    engine, metadata = await env.engine("catchup", store, upload_size_bytes=8 * MIB)
+    sid = await _write(engine, mib)
+    await engine.close()
+    objs = metadata.list_objects()
+    out: list[dict[str, Any]] = []
+    # raw GETs of the same objects, serial and four at a time
+    raw: dict[int, float] = {}
+    await store.get(objs[0].key, 0, 1024)  # warm the connection pool
+    for conc in (1, 4):
+        sem = asyncio.Semaphore(conc)
+
+        async def get(key: str, sem: asyncio.Semaphore = sem) -> int:
+            async with sem:
+                return len(await store.get(key))
+
+        t = time.perf_counter()
+        n = sum(await asyncio.gather(*(get(o.key) for o in objs)))
+        raw[conc] = n / (time.perf_counter() - t) / 1e6
+        out.append(
+            {"scenario": f"raw-get x{conc}", "MB/s": round(raw[conc], 1), "objects": len(objs)}
+        )
+    for ahead in (0, 3):
+        engine, _ = await env.engine(
+            "catchup", store, read_ahead_ranges=ahead, block_cache_bytes=128 * MIB
+        )
+        read, dt = await _read_all(engine, sid)
+        await engine.close()
+        mbs = read / dt / 1e6
+        out.append(
+            {
+                "scenario": f"catch-up ahead={ahead}",
+                "MB/s": round(mbs, 1),
+                "vs raw x1": f"{mbs / raw[1]:.0%}",
+                "vs raw x4": f"{mbs / raw[4]:.0%}",
+            }
+        )
+    metadata.close()
+    return out
+
+
+async def objects(env: Env, mib: int) -> list[dict[str, Any]]:
+    """Small uploads (256 KiB, as a slow writer's interval-driven uploads
+    make) from four streams, then compaction to completion."""
+    store = env.store(uuid.uuid4().hex)
+    engine, metadata = await env.engine(
+        "objects",
+        store,
+        upload_size_bytes=256 * 1024,
+        upload_interval_ms=50,
+        compaction_interval_ms=10**9,
+        stream_object_bytes=4 * MIB,
+        compaction_small_bytes=4 * MIB,
+        compaction_target_bytes=32 * MIB,
+    )
+    streams = [await engine.create_stream() for _ in range(4)]
+    payload = os.urandom(16 * 1024)
+    total = mib * MIB
+    written = 0
+    while written < total:
+        await asyncio.gather(*(s.append(payload, 1) for s in streams))
+        written += 4 * len(payload)
+    await engine.flush()
+    before = len(metadata.list_objects())
+    puts_before = store.puts
+    t = time.perf_counter()
+    while await engine.compact():
+        pass
+    compact_s = time.perf_counter() - t
+    after = len(metadata.list_objects())
+    listed = len(await store.list("streams/"))
+    await engine.close()
+    metadata.close()
+    gb = written / 1e9
+    return [
+        {
+            "scenario": "objects small uploads",
+            "MiB": mib,
+            "objects": before,
+            "PUTs/GB": round(puts_before / gb),
+        },
+        {
+            "scenario": "objects after compaction",
+            "MiB": mib,
+            "objects": after,
+            "in store": listed,
+            "PUTs/GB": round(store.puts / gb),
+            "compact s": round(compact_s, 1),
+        },
+    ]
+
+
+async def _paced(engine: S3StreamEngine, seconds: float, rate: float) -> list[float]:
+    streams = [await engine.create_stream() for _ in range(4)]
+    payload = os.urandom(16 * 1024)
+    interval = len(payload) / rate
+    lat: list[float] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(s: Any) -> None:
+        t0 = time.perf_counter()
+        await s.append(payload, 10)
+        lat.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    n = 0
+    while time.perf_counter() - start < seconds:
+        tasks.append(asyncio.ensure_future(one(streams[n % len(streams)])))
+        n += 1
+        delay = start + n * interval - time.perf_counter()
+        await asyncio.sleep(max(delay, 0))
+    await asyncio.gather(*tasks)
+    return sorted(lat)
+
+
+def _pct(lat: list[float], p: float) -> float:
+    return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3, 2)
+
+
+async def produce_under_load(
+    env: Env, mib: int, seconds: float, limit: int
+) -> list[dict[str, Any]]:
+    store = env.store(uuid.uuid4().hex)
+    name = f"load-{limit}"
+    # history to catch up on, and small objects to compact
+    engine, metadata = await env.engine(name, store, upload_size_bytes=8 * MIB)
+    sid = await _write(engine, mib)
+    await engine.close()
+    engine, metadata = await env.engine(
+        name, store, compaction_interval_ms=10**9, network_bytes_per_second=limit
+    )
+    small = [await engine.create_stream() for _ in range(4)]
+    for _ in range(20):
+        for s in small:
+            await s.append(os.urandom(64 * 1024), 1)
+        await engine.flush()
+    idle = await _paced(engine, seconds, 20e6)
+    stop = asyncio.Event()
+    read_bytes = [0]
+    compactions = [0]
+
+    async def reader() -> None:
+        s = await engine.open_stream(sid)
+        while not stop.is_set():
+            engine.block_cache._entries.clear()  # cold, every round
+            engine.block_cache._bytes = 0
+            pos = 0
+            while pos < s.confirm_offset and not stop.is_set():
+                batches = await s.fetch(pos, s.confirm_offset, MIB)
+                read_bytes[0] += sum(len(b.payload) for b in batches)
+                pos = batches[-1].end_offset
+
+    async def compactor() -> None:
+        while not stop.is_set():
+            n = await engine.compact()
+            compactions[0] += n
+            if not n:
+                await asyncio.sleep(0.5)
+
+    bg = [asyncio.create_task(reader()), asyncio.create_task(compactor())]
+    loaded = await _paced(engine, seconds, 20e6)
+    stop.set()
+    await asyncio.gather(*bg)
+    await engine.close()
+    metadata.close()
+    tag = f"limit {limit / 1e6:.0f} MB/s" if limit else "no limit"
+    return [
+        {
+            "scenario": f"produce idle ({tag})",
+            "p50 ms": _pct(idle, 0.5),
+            "p99 ms": _pct(idle, 0.99),
+        },
+        {
+            "scenario": "  + catch-up + compaction",
+            "read MB/s": round(read_bytes[0] / seconds / 1e6, 1),
+            "compactions": compactions[0],
+            "p50 ms": _pct(loaded, 0.5),
+            "p99 ms": _pct(loaded, 0.99),
+            "p99 ratio": round(_pct(loaded, 0.99) / max(_pct(idle, 0.99), 0.01), 2),
+        },
+    ]
+
+
+async def wal_latency(env: Env, seconds: float) -> list[dict[str, Any]]:
+    """Append latency at 20 MB/s (16 KiB appends): file WAL vs object WAL on moto."""
+    out = []
+    for kind, interval in (("file", 0.0), ("object", 5.0), ("object", 20.0)):
+        store = env.store(uuid.uuid4().hex)
+        engine, metadata = await env.engine(
+            f"wal-{kind}-{interval}", store, wal_kind=kind, wal_batch_interval_ms=interval
+        )
+        puts = store.puts
+        lat = await _paced(engine, seconds, 20e6)
+        wal_puts = engine._wal.puts if kind == "object" else 0  # type: ignore[attr-defined]
+        await engine.close()
+        metadata.close()
+        out.append(
+            {
+                "scenario": f"append {kind} WAL"
+                + (f" {interval:g} ms" if kind == "object" else ""),
+                "p50 ms": _pct(lat, 0.5),
+                "p99 ms": _pct(lat, 0.99),
+                "WAL PUTs/s": round(wal_puts / seconds),
+                "PUTs/GB": round((store.puts - puts) / (20e6 * seconds / 1e9)),
+            }
+        )
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--only", default="catch-up,objects,wal,produce")
+    ap.add_argument(
+        "--limit-mbs", type=int, default=100, help="network_bytes_per_second for the limited run"
+    )
+    args = ap.parse_args()
+    sys.setswitchinterval(0.001)  # as the broker process does
+    proc, endpoint = _start_moto()
+    base = Path(tempfile.mkdtemp(prefix="s3stream-bench-"))
+    env = Env(endpoint, base)
+    results: list[dict[str, Any]] = []
+    loads: list[float] = []
+    try:
+        only = set(args.only.split(","))
+        if "catch-up" in only:
+            results += await catch_up(env, args.mib)
+            loads.append(os.getloadavg()[0])
+        if "objects" in only:
+            results += await objects(env, min(args.mib, 64))
+            loads.append(os.getloadavg()[0])
+        if "wal" in only:
+            results += await wal_latency(env, args.seconds)
+            loads.append(os.getloadavg()[0])
+        if "produce" in only:
+            for limit in (0, args.limit_mbs * 1_000_000):
+                results += await produce_under_load(env, min(args.mib, 64), args.seconds, limit)
+                loads.append(os.getloadavg()[0])
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+    keys: list[str] = []
+    for r in results:
+        keys += [k for k in r if k != "scenario" and k not in keys]
+    print(f"{'scenario':<34}" + "".join(f"{k:>18}" for k in keys))
+    for r in results:
+        print(f"{r['scenario']:<34}" + "".join(f"{str(r.get(k, '')):>18}" for k in keys))
+    print(f"load average (1 min) after each part: {loads} on {os.cpu_count()} cores")
+    out = Path(__file__).with_name("results") / "s3stream_bench.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"load_average": loads, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

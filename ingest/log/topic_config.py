@@ -1,0 +1,249 @@
+"""Topic configuration: Kafka's names, types, defaults and validation.
+
+The broker knows Kafka's own topic configs. Other rooms (table topics) add
+theirs through :meth:`TopicConfigRegistry.register` at process assembly, so the
+broker validates every key without importing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ingest.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "ConfigDef",
+    "TopicConfigRegistry",
+    "InvalidConfigError",
+    "kafka_topic_configs",
+    "TopicConfig",
+]
+
+
+class InvalidConfigError(KafkaError):
+    error_code = ErrorCode.invalid_config
+
+
+Validator = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: str  # "string" | "int" | "long" | "boolean" | "list" | "double"
+    default: str | None
+    doc: str = ""
+    validator: Validator | None = None
+    aliases: tuple[str, ...] = ()
+    sensitive: bool = False
+
+    def validate(self, value: str) -> None:
+        if self.type in ("int", "long"):
+            try:
+                int(value)
+            except ValueError:
+                raise InvalidConfigError(f"{self.name} must be an integer, got {value!r}") from None
+        elif self.type == "double":
+            try:
+                float(value)
+            except ValueError:
+                raise InvalidConfigError(f"{self.name} must be a number, got {value!r}") from None
+        elif self.type == "boolean" and value.lower() not in ("true", "false"):
+            raise InvalidConfigError(f"{self.name} must be true or false, got {value!r}")
+        if self.validator is not None:
+            self.validator(value)
+
+
+def _at_least(minimum: int) -> Validator:
+    def check(value: str) -> None:
+        if int(value) < minimum:
+            raise InvalidConfigError(f"value {value} is below the minimum {minimum}")
+
+    return check
+
+
+def _one_of(*choices: str) -> Validator:
+    def check(value: str) -> None:
+        items = [v.strip() for v in value.split(",")] if "," in value else [value]
+        for item in items:
+            if item not in choices:
+                raise InvalidConfigError(f"{value!r} is not one of {', '.join(choices)}")
+
+    return check
+
+
+def _cleanup_policy(value: str) -> None:
+    _one_of("delete", "compact")(value)
+    if "compact" in value:
+        raise InvalidConfigError(
+            "cleanup.policy=compact is not supported yet by Tidelake; use delete"
+        )
+
+
+def kafka_topic_configs() -> list[ConfigDef]:
+    """Kafka's topic-level configs that Tidelake honours or reports."""
+    return [
+        ConfigDef(
+            "cleanup.policy",
+            "list",
+            "delete",
+            "delete (compact is not supported yet)",
+            _cleanup_policy,
+        ),
+        ConfigDef(
+            "retention.ms",
+            "long",
+            "604800000",
+            "how long records are kept; -1 for ever",
+            _at_least(-1),
+        ),
+        ConfigDef(
+            "retention.bytes",
+            "long",
+            "-1",
+            "partition size above which old records are deleted",
+            _at_least(-1),
+        ),
+        ConfigDef(
+            "max.message.bytes", "int", "1048588", "largest record batch accepted", _at_least(0)
+        ),
+        ConfigDef(
+            "message.timestamp.type",
+            "string",
+            "CreateTime",
+            "CreateTime or LogAppendTime",
+            _one_of("CreateTime", "LogAppendTime"),
+        ),
+        ConfigDef(
+            "compression.type",
+            "string",
+            "producer",
+            "batches are kept as the producer sent them",
+            _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        ),
+        ConfigDef(
+            "segment.bytes", "int", "1073741824", "accepted for compatibility", _at_least(14)
+        ),
+        ConfigDef("segment.ms", "long", "604800000", "accepted for compatibility", _at_least(1)),
+        ConfigDef("min.insync.replicas", "int", "1", "accepted for compatibility", _at_least(1)),
+        ConfigDef(
+            "unclean.leader.election.enable", "boolean", "false", "accepted for compatibility"
+        ),
+        ConfigDef(
+            "message.timestamp.difference.max.ms",
+            "long",
+            "9223372036854775807",
+            "accepted",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "message.timestamp.before.max.ms",
+            "long",
+            "9223372036854775807",
+            "accepted",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "message.timestamp.after.max.ms",
+            "long",
+            "9223372036854775807",
+            "accepted",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "delete.retention.ms", "long", "86400000", "accepted for compatibility", _at_least(0)
+        ),
+        ConfigDef(
+            "flush.messages",
+            "long",
+            "9223372036854775807",
+            "accepted (the WAL always fsyncs)",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "flush.ms",
+            "long",
+            "9223372036854775807",
+            "accepted (the WAL always fsyncs)",
+            _at_least(0),
+        ),
+    ]
+
+
+@dataclass
+class TopicConfigRegistry:
+    """Every topic config the broker accepts, by name (aliases resolved)."""
+
+    defs: dict[str, ConfigDef] = field(default_factory=dict)
+    _aliases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def default(cls) -> TopicConfigRegistry:
+        reg = cls()
+        for d in kafka_topic_configs():
+            reg.register(d)
+        return reg
+
+    def register(self, d: ConfigDef) -> None:
+        self.defs[d.name] = d
+        for a in d.aliases:
+            self._aliases[a] = d.name
+
+    def canonical(self, name: str) -> str:
+        return self._aliases.get(name, name)
+
+    def validate(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        """Validate overrides; returns them keyed by canonical name. None values are dropped."""
+        out: dict[str, str] = {}
+        for name, value in configs.items():
+            key = self.canonical(name)
+            d = self.defs.get(key)
+            if d is None:
+                raise InvalidConfigError(f"unknown topic config {name!r}")
+            if value is None:
+                continue
+            d.validate(value)
+            out[key] = value
+        return out
+
+    def resolved(self, overrides: Mapping[str, str]) -> TopicConfig:
+        return TopicConfig(self, dict(overrides))
+
+    def names(self) -> Iterable[str]:
+        return self.defs.keys()
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's effective configuration: its overrides over the defaults."""
+
+    registry: TopicConfigRegistry
+    overrides: dict[str, str]
+
+    def get(self, name: str) -> str | None:
+        key = self.registry.canonical(name)
+        if key in self.overrides:
+            return self.overrides[key]
+        d = self.registry.defs.get(key)
+        return d.default if d else None
+
+    def get_int(self, name: str) -> int:
+        v = self.get(name)
+        return int(v) if v is not None else 0
+
+    @property
+    def retention_ms(self) -> int:
+        return self.get_int("retention.ms")
+
+    @property
+    def retention_bytes(self) -> int:
+        return self.get_int("retention.bytes")
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.get_int("max.message.bytes")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.get("message.timestamp.type") == "LogAppendTime"

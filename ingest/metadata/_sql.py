@@ -1,0 +1,353 @@
+"""The SQL metadata store shared by the SQLite and PostgreSQL dialects.
+
+Every public method is one transaction (``_tx``). Subclasses provide the
+connection, the schema and the few dialect differences. SQL here uses ``?``
+placeholders; a dialect whose driver wants another style converts them.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from ingest.metadata.api import (
+    CommittedOffset,
+    ObjectRange,
+    ObjectRecord,
+    PartitionRecord,
+    StreamRecord,
+    TopicRecord,
+)
+from ingest.metadata.errors import TopicExistsError, UnknownStreamError, UnknownTopicError
+
+__all__ = ["Cursor", "SqlMetadataStore"]
+
+
+class Cursor(Protocol):
+    """The DB-API cursor subset used here (``?`` placeholders)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
+
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SqlMetadataStore(ABC):
+    """Base of the SQL stores: implements :class:`~ingest.metadata.api.MetadataStore`."""
+
+    _greatest = "MAX"  # the two-argument maximum: MAX in SQLite, GREATEST in PostgreSQL
+    _for_update = ""  # row lock suffix: none in SQLite (transactions are serial)
+
+    @abstractmethod
+    def _tx(self) -> AbstractContextManager[Cursor]:
+        """One serialised transaction; commits on success, rolls back on error."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection(s)."""
+
+    @staticmethod
+    def _counter(cur: Cursor, name: str) -> int:
+        cur.execute(
+            "INSERT INTO counters(name, value) VALUES (?, 1) "
+            "ON CONFLICT(name) DO UPDATE SET value = counters.value + 1 RETURNING value",
+            (name,),
+        )
+        row = cur.fetchone()
+        return int(row[0])
+
+    # --- topics and partitions -------------------------------------------
+    def create_topic(self, topic: TopicRecord, stream_ids: Sequence[int]) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO topics VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (
+                    topic.name,
+                    topic.topic_id,
+                    topic.partitions,
+                    topic.replication_factor,
+                    json.dumps(topic.configs, sort_keys=True),
+                ),
+            )
+            if cur.rowcount == 0:
+                raise TopicExistsError(f"topic {topic.name!r} already exists")
+            cur.executemany(
+                "INSERT INTO partitions VALUES (?, ?, ?, 0)",
+                [(topic.name, i, sid) for i, sid in enumerate(stream_ids)],
+            )
+
+    @staticmethod
+    def _topic(row: tuple[str, str, int, int, str]) -> TopicRecord:
+        return TopicRecord(row[0], row[1], int(row[2]), int(row[3]), dict(json.loads(row[4])))
+
+    def get_topic(self, name: str) -> TopicRecord | None:
+        with self._tx() as cur:
+            cur.execute("SELECT * FROM topics WHERE name = ?", (name,))
+            row = cur.fetchone()
+            return None if row is None else self._topic(row)
+
+    def list_topics(self) -> list[TopicRecord]:
+        with self._tx() as cur:
+            cur.execute("SELECT * FROM topics ORDER BY name")
+            return [self._topic(r) for r in cur.fetchall()]
+
+    def delete_topic(self, name: str) -> list[int]:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM topics WHERE name = ?", (name,))
+            if cur.rowcount == 0:
+                raise UnknownTopicError(f"unknown topic {name!r}")
+            cur.execute(
+                "SELECT stream_id FROM partitions WHERE topic = ? ORDER BY partition", (name,)
+            )
+            ids = [int(r[0]) for r in cur.fetchall()]
+            cur.execute("DELETE FROM partitions WHERE topic = ?", (name,))
+            return ids
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "UPDATE topics SET configs = ? WHERE name = ?",
+                (json.dumps(configs, sort_keys=True), name),
+            )
+            if cur.rowcount == 0:
+                raise UnknownTopicError(f"unknown topic {name!r}")
+
+    def add_partitions(self, name: str, stream_ids: Sequence[int]) -> None:
+        with self._tx() as cur:
+            cur.execute(f"SELECT partitions FROM topics WHERE name = ?{self._for_update}", (name,))
+            row = cur.fetchone()
+            if row is None:
+                raise UnknownTopicError(f"unknown topic {name!r}")
+            cur.execute("SELECT COUNT(*) FROM partitions WHERE topic = ?", (name,))
+            n = int(cur.fetchone()[0])
+            cur.executemany(
+                "INSERT INTO partitions VALUES (?, ?, ?, 0)",
+                [(name, n + i, sid) for i, sid in enumerate(stream_ids)],
+            )
+            cur.execute(
+                "UPDATE topics SET partitions = ? WHERE name = ?", (n + len(stream_ids), name)
+            )
+
+    def list_partitions(self, topic: str) -> list[PartitionRecord]:
+        with self._tx() as cur:
+            cur.execute("SELECT 1 FROM topics WHERE name = ?", (topic,))
+            if cur.fetchone() is None:
+                raise UnknownTopicError(f"unknown topic {topic!r}")
+            cur.execute(
+                "SELECT topic, partition, stream_id, leader_epoch FROM partitions "
+                "WHERE topic = ? ORDER BY partition",
+                (topic,),
+            )
+            return [PartitionRecord(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur]
+
+    # --- streams and objects -------------------------------------------------
+    def create_stream(self) -> int:
+        with self._tx() as cur:
+            sid = self._counter(cur, "stream_id")
+            cur.execute("INSERT INTO streams VALUES (?, 0, 0, 0)", (sid,))
+            return sid
+
+    @staticmethod
+    def _stream(row: tuple[int, int, int, int]) -> StreamRecord:
+        return StreamRecord(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
+
+    def get_stream(self, stream_id: int) -> StreamRecord | None:
+        with self._tx() as cur:
+            cur.execute("SELECT * FROM streams WHERE stream_id = ?", (stream_id,))
+            row = cur.fetchone()
+            return None if row is None else self._stream(row)
+
+    def list_streams(self) -> list[StreamRecord]:
+        with self._tx() as cur:
+            cur.execute("SELECT * FROM streams ORDER BY stream_id")
+            return [self._stream(r) for r in cur.fetchall()]
+
+    def trim_stream(self, stream_id: int, start_offset: int) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                f"UPDATE streams SET start_offset = {self._greatest}(start_offset, ?) WHERE stream_id = ?",
+                (start_offset, stream_id),
+            )
+            if cur.rowcount == 0:
+                raise UnknownStreamError(f"unknown stream {stream_id}")
+
+    def delete_stream(self, stream_id: int) -> None:
+        with self._tx() as cur:
+            cur.execute("UPDATE streams SET deleted = 1 WHERE stream_id = ?", (stream_id,))
+            if cur.rowcount == 0:
+                raise UnknownStreamError(f"unknown stream {stream_id}")
+
+    def next_object_id(self) -> int:
+        with self._tx() as cur:
+            return self._counter(cur, "object_id")
+
+    def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
+        with self._tx() as cur:
+            for r in obj.ranges:
+                cur.execute(
+                    f"UPDATE streams SET end_offset = {self._greatest}(end_offset, ?) WHERE stream_id = ?",
+                    (r.end_offset, r.stream_id),
+                )
+                if cur.rowcount == 0:
+                    raise UnknownStreamError(f"unknown stream {r.stream_id}")
+            cur.execute(
+                "INSERT INTO objects VALUES (?, ?, ?, ?, ?)",
+                (obj.object_id, obj.key, obj.size, obj.kind, obj.created_ms),
+            )
+            cur.executemany(
+                "INSERT INTO object_ranges VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        obj.object_id,
+                        i,
+                        r.stream_id,
+                        r.start_offset,
+                        r.end_offset,
+                        r.position,
+                        r.length,
+                    )
+                    for i, r in enumerate(obj.ranges)
+                ],
+            )
+            cur.execute(
+                "INSERT INTO counters(name, value) VALUES ('object_id', ?) "
+                f"ON CONFLICT(name) DO UPDATE SET value = {self._greatest}(counters.value, excluded.value)",
+                (obj.object_id,),
+            )
+            self._delete_objects(cur, compacted)
+
+    @staticmethod
+    def _delete_objects(cur: Cursor, object_ids: Iterable[int]) -> None:
+        ids = [(int(i),) for i in object_ids]
+        cur.executemany("DELETE FROM objects WHERE object_id = ?", ids)
+        cur.executemany("DELETE FROM object_ranges WHERE object_id = ?", ids)
+
+    def _load_objects(self, cur: Cursor, object_ids: list[int]) -> dict[int, ObjectRecord]:
+        out: dict[int, ObjectRecord] = {}
+        for i in range(0, len(object_ids), 500):
+            chunk = object_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            cur.execute(
+                "SELECT object_id, stream_id, start_offset, end_offset, position, length "
+                f"FROM object_ranges WHERE object_id IN ({marks}) ORDER BY object_id, idx",
+                chunk,
+            )
+            ranges: dict[int, list[ObjectRange]] = {}
+            for r in cur.fetchall():
+                ranges.setdefault(int(r[0]), []).append(
+                    ObjectRange(int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                )
+            cur.execute(
+                "SELECT object_id, key, size, kind, created_ms "
+                f"FROM objects WHERE object_id IN ({marks})",
+                chunk,
+            )
+            for r in cur.fetchall():
+                oid = int(r[0])
+                out[oid] = ObjectRecord(
+                    oid, r[1], int(r[2]), r[3], tuple(ranges.get(oid, ())), int(r[4])
+                )
+        return out
+
+    def objects_for_stream(
+        self, stream_id: int, start_offset: int, end_offset: int, limit: int | None = None
+    ) -> list[ObjectRecord]:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT object_id, MIN(start_offset) AS s FROM object_ranges "
+                "WHERE stream_id = ? AND end_offset > ? AND start_offset < ? "
+                "GROUP BY object_id ORDER BY s, object_id"
+                + ("" if limit is None else f" LIMIT {int(limit)}"),
+                (stream_id, start_offset, end_offset),
+            )
+            ids = [int(r[0]) for r in cur.fetchall()]
+            objs = self._load_objects(cur, ids)
+            return [objs[i] for i in ids if i in objs]
+
+    def list_objects(self) -> list[ObjectRecord]:
+        with self._tx() as cur:
+            cur.execute("SELECT object_id FROM objects ORDER BY object_id")
+            ids = [int(r[0]) for r in cur.fetchall()]
+            objs = self._load_objects(cur, ids)
+            return [objs[i] for i in ids]
+
+    def delete_objects(self, object_ids: Iterable[int]) -> None:
+        with self._tx() as cur:
+            self._delete_objects(cur, object_ids)
+
+    # --- consumer groups ---------------------------------------------------------
+    def commit_offsets(self, group: str, offsets: Sequence[CommittedOffset]) -> None:
+        with self._tx() as cur:
+            cur.executemany(
+                "INSERT INTO group_offsets VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (grp, topic, partition) DO UPDATE SET "
+                '"offset" = excluded."offset", leader_epoch = excluded.leader_epoch, '
+                "metadata = excluded.metadata, commit_ms = excluded.commit_ms",
+                [
+                    (
+                        group,
+                        o.topic,
+                        o.partition,
+                        o.offset,
+                        o.leader_epoch,
+                        o.metadata,
+                        o.commit_ms,
+                    )
+                    for o in offsets
+                ],
+            )
+
+    def fetch_offsets(
+        self, group: str, topics: Iterable[str] | None = None
+    ) -> list[CommittedOffset]:
+        with self._tx() as cur:
+            cur.execute(
+                'SELECT topic, partition, "offset", leader_epoch, metadata, commit_ms '
+                "FROM group_offsets WHERE grp = ? ORDER BY topic, partition",
+                (group,),
+            )
+            wanted = None if topics is None else set(topics)
+            return [
+                CommittedOffset(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], int(r[5]))
+                for r in cur.fetchall()
+                if wanted is None or r[0] in wanted
+            ]
+
+    def delete_group_offsets(self, group: str) -> None:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM group_offsets WHERE grp = ?", (group,))
+
+    def list_offset_groups(self) -> list[str]:
+        with self._tx() as cur:
+            cur.execute("SELECT DISTINCT grp FROM group_offsets ORDER BY grp")
+            return [r[0] for r in cur.fetchall()]
+
+    # --- producers and key/value ------------------------------------------------
+    def allocate_producer_id(self) -> int:
+        with self._tx() as cur:
+            return self._counter(cur, "producer_id")
+
+    def get_kv(self, key: str) -> str | None:
+        with self._tx() as cur:
+            cur.execute("SELECT value FROM kv WHERE key = ?", (key,))
+            row = cur.fetchone()
+            return None if row is None else str(row[0])
+
+    def put_kv(self, key: str, value: str) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO kv(key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )

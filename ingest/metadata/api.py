@@ -1,0 +1,157 @@
+"""The metadata store contract.
+
+One store holds everything a broker must not keep only in memory and that is
+not stream data: topics and their configs, partitions and the stream behind
+each, the stream -> object index of the S3Stream engine, consumer group
+offsets, and producer-id allocation. The embedded default is SQLite; a
+PostgreSQL implementation serves clusters. Methods are synchronous and
+transactional (each call is one transaction); async callers run them in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = [
+    "TopicRecord",
+    "PartitionRecord",
+    "StreamRecord",
+    "ObjectRecord",
+    "ObjectRange",
+    "CommittedOffset",
+    "MetadataStore",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: str  # UUID as text
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    topic: str
+    partition: int
+    stream_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    stream_id: int
+    start_offset: int
+    end_offset: int  # end of the data committed to objects (exclusive)
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRange:
+    """Where one stream's offsets [start, end) sit inside an object."""
+
+    stream_id: int
+    start_offset: int
+    end_offset: int
+    position: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRecord:
+    object_id: int
+    key: str
+    size: int
+    kind: str  # "stream_set" | "stream"
+    ranges: tuple[ObjectRange, ...]
+    created_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_ms: int
+
+
+class MetadataStore(Protocol):
+    # --- topics and partitions -------------------------------------------
+    def create_topic(self, topic: TopicRecord, stream_ids: Sequence[int]) -> None:
+        """Create a topic and its partitions (partition i -> stream_ids[i]).
+
+        Raises ``TopicExistsError`` if the name is taken.
+        """
+
+    def get_topic(self, name: str) -> TopicRecord | None: ...
+
+    def list_topics(self) -> list[TopicRecord]: ...
+
+    def delete_topic(self, name: str) -> list[int]:
+        """Delete a topic; returns the stream ids of its partitions."""
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's config overrides."""
+
+    def add_partitions(self, name: str, stream_ids: Sequence[int]) -> None:
+        """Append partitions backed by ``stream_ids``."""
+
+    def list_partitions(self, topic: str) -> list[PartitionRecord]: ...
+
+    # --- streams and objects (S3Stream index) ----------------------------
+    def create_stream(self) -> int:
+        """Allocate a new stream id (never reused)."""
+
+    def get_stream(self, stream_id: int) -> StreamRecord | None: ...
+
+    def list_streams(self) -> list[StreamRecord]: ...
+
+    def trim_stream(self, stream_id: int, start_offset: int) -> None: ...
+
+    def delete_stream(self, stream_id: int) -> None:
+        """Mark the stream deleted; its objects become garbage."""
+
+    def next_object_id(self) -> int: ...
+
+    def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
+        """Atomically add ``obj`` (advancing each stream's end_offset) and
+        remove the objects whose ids are in ``compacted``."""
+
+    def objects_for_stream(
+        self, stream_id: int, start_offset: int, end_offset: int, limit: int | None = None
+    ) -> list[ObjectRecord]:
+        """Objects holding any of [start_offset, end_offset) of the stream, by
+        offset (the first ``limit`` of them when given)."""
+
+    def list_objects(self) -> list[ObjectRecord]: ...
+
+    def delete_objects(self, object_ids: Iterable[int]) -> None: ...
+
+    # --- consumer groups ---------------------------------------------------
+    def commit_offsets(self, group: str, offsets: Sequence[CommittedOffset]) -> None: ...
+
+    def fetch_offsets(
+        self, group: str, topics: Iterable[str] | None = None
+    ) -> list[CommittedOffset]: ...
+
+    def delete_group_offsets(self, group: str) -> None: ...
+
+    def list_offset_groups(self) -> list[str]: ...
+
+    # --- producers -----------------------------------------------------------
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before."""
+
+    # --- generic key/value (small durable settings, e.g. cluster id) ---------
+    def get_kv(self, key: str) -> str | None: ...
+
+    def put_kv(self, key: str, value: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,112 @@
+"""An object store in a local directory.
+
+Keys map to files below the root (``/`` separates directories). A put writes
+a temporary file, fsyncs it, renames it into place and fsyncs the directory,
+so a returned put is atomic and durable. Blocking file I/O runs in worker
+threads.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from ingest.errors import ConfigError
+from ingest.s3stream._threads import ThreadRunner
+from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.objectstore.api import ObjectInfo
+
+__all__ = ["FileObjectStore"]
+
+_TMP_SUFFIX = ".tmp-upload"
+
+
+class FileObjectStore:
+    def __init__(self, root: str | Path, *, io_threads: int = 4) -> None:
+        self._root = Path(root).resolve()
+        self._root.mkdir(parents=True, exist_ok=True)
+        self._run = ThreadRunner(io_threads, "file-object-store")
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ConfigError("key", f"invalid object key {key!r}")
+        return self._root / key
+
+    def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(tmp, path)
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def _get(self, key: str, start: int | None, end: int | None) -> bytes:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"no object {key!r}") from None
+        try:
+            size = os.fstat(fd).st_size
+            lo = 0 if start is None else min(start, size)
+            hi = size if end is None else min(end, size)
+            if hi <= lo:
+                return b""
+            return os.pread(fd, hi - lo, lo)
+        finally:
+            os.close(fd)
+
+    def _delete(self, keys: list[str]) -> None:
+        for k in keys:
+            self._path(k).unlink(missing_ok=True)
+
+    def _list(self, prefix: str) -> list[ObjectInfo]:
+        out: list[ObjectInfo] = []
+        for dirpath, _dirs, files in os.walk(self._root):
+            for name in files:
+                if name.endswith(_TMP_SUFFIX):
+                    continue
+                full = os.path.join(dirpath, name)
+                key = os.path.relpath(full, self._root).replace(os.sep, "/")
+                if key.startswith(prefix):
+                    try:
+                        out.append(ObjectInfo(key, os.path.getsize(full)))
+                    except FileNotFoundError:
+                        continue
+        out.sort(key=lambda o: o.key)
+        return out
+
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        await self._run(self._put, key, data)
+
+    async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        return await self._run(self._get, key, start, end)
+
+    async def delete(self, keys: list[str]) -> None:
+        await self._run(self._delete, keys)
+
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        return await self._run(self._list, prefix)
+
+    async def close(self) -> None:
+        self._run.close()

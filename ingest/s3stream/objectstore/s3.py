@@ -1,0 +1,200 @@
+"""An object store on S3 (or any S3-compatible service) through boto3.
+
+boto3 is blocking, so every call runs in a worker thread; a semaphore bounds
+the requests in flight. Large puts use multipart upload. Retries are
+botocore's (``standard`` or ``adaptive`` mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from ingest.errors import StorageError
+from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.objectstore.api import ObjectInfo
+
+__all__ = ["S3ObjectStore"]
+
+_MIB = 1024 * 1024
+
+
+class S3ObjectStore:
+    """Objects under ``s3://bucket/prefix``.
+
+    Options: ``endpoint_url``, ``region``, ``access_key_id``,
+    ``secret_access_key``, ``session_token``, ``path_style`` (path-style
+    addressing, needed by MinIO and moto), ``max_in_flight`` (requests in
+    flight), ``multipart_threshold`` / ``part_size`` (bytes),
+    ``retry_mode`` (``standard`` | ``adaptive``) and ``max_attempts``.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        path_style: bool = False,
+        max_in_flight: int = 32,
+        multipart_threshold: int = 32 * _MIB,
+        part_size: int = 16 * _MIB,
+        retry_mode: str = "standard",
+        max_attempts: int = 5,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> None:
+        if part_size < 5 * _MIB:
+            raise StorageError("part_size must be at least 5 MiB")
+        self._bucket = bucket
+        self._prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self._multipart_threshold = max(multipart_threshold, part_size)
+        self._part_size = part_size
+        self._sem = asyncio.Semaphore(max_in_flight)
+        # Our own threads: S3 calls must neither starve nor be starved by the
+        # loop's default executor.
+        self._executor = ThreadPoolExecutor(max_in_flight, thread_name_prefix="s3-object-store")
+        config = Config(
+            retries={"mode": retry_mode, "max_attempts": max_attempts},
+            s3={"addressing_style": "path" if path_style else "auto"},
+            max_pool_connections=max_in_flight,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        session = boto3.session.Session()
+        self._client: Any = session.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            aws_session_token=session_token,
+            config=config,
+        )
+
+    def _full(self, key: str) -> str:
+        return self._prefix + key
+
+    async def _call(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        async with self._sem:
+            try:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(
+                    self._executor, functools.partial(fn, *args, **kwargs)
+                )
+            except ClientError as e:
+                code = str(e.response.get("Error", {}).get("Code", ""))
+                if code in ("NoSuchKey", "404", "NotFound"):
+                    raise ObjectNotFoundError(str(e)) from e
+                raise StorageError(f"S3 error: {e}") from e
+
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        size = len(data)
+        if size < self._multipart_threshold:
+            body = data if isinstance(data, bytes | bytearray) else bytes(data)
+            await self._call(
+                self._client.put_object, Bucket=self._bucket, Key=self._full(key), Body=body
+            )
+            return
+        await self._put_multipart(key, memoryview(data))
+
+    async def _put_multipart(self, key: str, view: memoryview) -> None:
+        full = self._full(key)
+        created = await self._call(
+            self._client.create_multipart_upload, Bucket=self._bucket, Key=full
+        )
+        upload_id = created["UploadId"]
+
+        async def part(number: int, lo: int) -> dict[str, Any]:
+            chunk = bytes(view[lo : lo + self._part_size])
+            resp = await self._call(
+                self._client.upload_part,
+                Bucket=self._bucket,
+                Key=full,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=chunk,
+            )
+            return {"PartNumber": number, "ETag": resp["ETag"]}
+
+        try:
+            parts = await asyncio.gather(
+                *(part(i + 1, lo) for i, lo in enumerate(range(0, len(view), self._part_size)))
+            )
+            await self._call(
+                self._client.complete_multipart_upload,
+                Bucket=self._bucket,
+                Key=full,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": list(parts)},
+            )
+        except BaseException:
+            try:
+                await self._call(
+                    self._client.abort_multipart_upload,
+                    Bucket=self._bucket,
+                    Key=full,
+                    UploadId=upload_id,
+                )
+            except Exception:  # noqa: BLE001 - best effort; the original error wins
+                pass
+            raise
+
+    async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": self._full(key)}
+        if start is not None or end is not None:
+            lo = start or 0
+            if end is not None and end <= lo:
+                return b""
+            kwargs["Range"] = f"bytes={lo}-" if end is None else f"bytes={lo}-{end - 1}"
+
+        def read() -> bytes:
+            try:
+                resp = self._client.get_object(**kwargs)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "InvalidRange":
+                    return b""
+                raise
+            return bytes(resp["Body"].read())
+
+        data: bytes = await self._call(read)
+        return data
+
+    async def delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i : i + 1000]
+            resp = await self._call(
+                self._client.delete_objects,
+                Bucket=self._bucket,
+                Delete={"Objects": [{"Key": self._full(k)} for k in chunk], "Quiet": True},
+            )
+            errors = resp.get("Errors") or []
+            if errors:
+                raise StorageError(f"S3 delete failed for {len(errors)} keys: {errors[:3]}")
+
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        def run() -> list[ObjectInfo]:
+            out: list[ObjectInfo] = []
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self._bucket, Prefix=self._full(prefix)):
+                for item in page.get("Contents", []):
+                    out.append(ObjectInfo(item["Key"][len(self._prefix) :], int(item["Size"])))
+            return out
+
+        result: list[ObjectInfo] = await self._call(run)
+        result.sort(key=lambda o: o.key)
+        return result
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)
+        self._executor.shutdown(wait=False)

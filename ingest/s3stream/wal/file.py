@@ -1,0 +1,351 @@
+"""A write-ahead log in segmented local files, with group commit.
+
+Record layout (little endian), followed by ``length`` payload bytes::
+
+    u32 length | u32 crc32c | i64 stream_id | i64 base_offset | i32 count
+
+The CRC32C covers ``length, stream_id, base_offset, count`` and the payload.
+Positions are logical byte offsets over the whole log; a segment file is
+named by the position of its first record (``00000000000000000000.wal``).
+
+Group commit: ``append`` only queues the record. One writer thread takes
+everything queued, writes it with ``os.writev`` and calls ``fdatasync`` once,
+then resolves the appends' futures on the event loop. Appends that arrive
+while a write+fsync is in flight go into the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ingest.errors import StorageError
+from ingest.s3stream.wal.api import WalAppend, WalRecord
+from ingest.s3stream.wal.codec import HEADER, RECORD_HEADER_SIZE, scan_records
+from ingest.s3stream.wal.codec import encode_header as _encode_header
+
+__all__ = ["FileWriteAheadLog", "RECORD_HEADER_SIZE"]
+
+log = logging.getLogger(__name__)
+
+_HEADER = HEADER
+_SUFFIX = ".wal"
+_IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024))
+_MAX_RECORD = 0x7FFFFFFF
+
+
+def _segment_name(start: int) -> str:
+    return f"{start:020d}{_SUFFIX}"
+
+
+@dataclass(slots=True)
+class _Pending:
+    position: int
+    new_segment: bool
+    header: bytes
+    payload: bytes | memoryview
+    future: asyncio.Future[None]
+
+
+class FileWriteAheadLog:
+    """:class:`~ingest.s3stream.wal.api.WriteAheadLog` on local segment files.
+
+    ``segment_bytes`` is the size at which a new segment starts (a record never
+    spans segments; a record larger than it gets a segment of its own).
+    """
+
+    def __init__(self, directory: str | Path, *, segment_bytes: int = 64 * 1024 * 1024) -> None:
+        self._dir = Path(directory)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._segment_bytes = segment_bytes
+        self._segments: list[int] = []  # start positions of the files on disk, sorted
+        self._next_position = 0
+        self._active_start = 0
+        self._recovered = False
+        self._started = False
+        self._closing = False
+        self._failed: BaseException | None = None
+        self._cond = threading.Condition()
+        self._pending: list[_Pending] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd = -1
+        self._fd_start = -1
+        self.syncs = 0  # fdatasync calls issued by the writer (group commits)
+        self._lock_fd = -1
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def next_position(self) -> int:
+        return self._next_position
+
+    # --- recovery --------------------------------------------------------------
+    def _list_segments(self) -> list[int]:
+        out: list[int] = []
+        for p in self._dir.iterdir():
+            if p.name.endswith(_SUFFIX) and p.name[: -len(_SUFFIX)].isdigit():
+                out.append(int(p.name[: -len(_SUFFIX)]))
+        return sorted(out)
+
+    def _scan_segment(self, start: int) -> tuple[list[WalRecord], int, bool]:
+        """Read one segment: (intact records, valid length, torn?)."""
+        path = self._dir / _segment_name(start)
+        with open(path, "rb") as f:
+            data = f.read()
+        return scan_records(data, start)
+
+    def _truncate(self, start: int, length: int) -> None:
+        path = self._dir / _segment_name(start)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, length)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync_file(self, start: int) -> None:
+        fd = os.open(self._dir / _segment_name(start), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _remove_segments(self, starts: list[int]) -> None:
+        for s in starts:
+            (self._dir / _segment_name(s)).unlink(missing_ok=True)
+        self._sync_dir()
+
+    def _sync_dir(self) -> None:
+        dfd = os.open(self._dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def _acquire_dir_lock(self) -> None:
+        """Own the directory: a second WAL on it (another process or the same
+        one) would corrupt it. The kernel drops the lock when the process dies."""
+        if self._lock_fd >= 0:
+            return
+        fd = os.open(self._dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StorageError(f"the WAL directory {self._dir} is in use by another WAL") from None
+        self._lock_fd = fd
+
+    def _release_dir_lock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    async def recover(self) -> AsyncIterator[WalRecord]:
+        """Yield every intact record in order; truncate a torn tail.
+
+        Reads one segment at a time in a worker thread. Records recovered here
+        are fsync'd before they are yielded (they may have been written but not
+        synced before the crash). Raises ``StorageError`` if another WAL holds
+        the directory.
+        """
+        if self._started:
+            raise StorageError("recover() must run before start()")
+        self._acquire_dir_lock()
+        segments = await asyncio.to_thread(self._list_segments)
+        kept: list[int] = []
+        position = segments[0] if segments else 0
+        for i, start in enumerate(segments):
+            if start != position and kept:
+                log.warning(
+                    "WAL hole before segment %d (expected %d); dropping the rest", start, position
+                )
+                await asyncio.to_thread(self._remove_segments, segments[i:])
+                break
+            records, valid, torn = await asyncio.to_thread(self._scan_segment, start)
+            kept.append(start)
+            position = start + valid
+            if torn:
+                log.warning("WAL torn at position %d; truncating", position)
+                await asyncio.to_thread(self._truncate, start, valid)
+                await asyncio.to_thread(self._remove_segments, segments[i + 1 :])
+            else:
+                await asyncio.to_thread(self._sync_file, start)
+            for r in records:
+                yield r
+            if torn:
+                break
+        self._segments = kept
+        self._next_position = position
+        self._active_start = kept[-1] if kept else position
+        self._recovered = True
+
+    # --- appends ---------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the active segment and start the writer thread."""
+        if self._started:
+            return
+        if not self._recovered:
+            async for _ in self.recover():
+                pass
+        self._loop = asyncio.get_running_loop()
+        if not self._segments:
+            self._segments.append(self._active_start)
+        await asyncio.to_thread(self._open_segment, self._active_start)
+        self._started = True
+        self._thread = threading.Thread(
+            target=self._run, name=f"wal-writer:{self._dir}", daemon=True
+        )
+        self._thread.start()
+
+    def append(
+        self, stream_id: int, base_offset: int, count: int, payload: bytes | memoryview
+    ) -> WalAppend:
+        """Queue a record; the returned ``done`` future resolves once it is fsync'd.
+
+        ``payload`` must not be mutated until ``done`` resolves.
+        """
+        if not self._started or self._closing:
+            raise StorageError("the WAL is not open")
+        if self._failed is not None:
+            raise StorageError(f"the WAL failed earlier: {self._failed}")
+        assert self._loop is not None
+        length = len(payload)
+        if length > _MAX_RECORD - _HEADER.size:
+            raise StorageError(f"record of {length} bytes is too large for the WAL")
+        size = _HEADER.size + length
+        position = self._next_position
+        new_segment = False
+        if (
+            position > self._active_start
+            and position - self._active_start + size > self._segment_bytes
+        ):
+            self._active_start = position
+            self._segments.append(position)
+            new_segment = True
+        self._next_position = position + size
+        future: asyncio.Future[None] = self._loop.create_future()
+        header = _encode_header(stream_id, base_offset, count, payload)
+        with self._cond:
+            self._pending.append(_Pending(position, new_segment, header, payload, future))
+            if len(self._pending) == 1:
+                self._cond.notify()
+        return WalAppend(position, position + size, future)
+
+    def _open_segment(self, start: int) -> None:
+        path = self._dir / _segment_name(start)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = fd
+        self._fd_start = start
+        self._sync_dir()
+
+    def _writev_all(self, buffers: list[bytes | memoryview]) -> None:
+        i = 0
+        n = len(buffers)
+        while i < n:
+            chunk = buffers[i : i + _IOV_MAX]
+            written = os.writev(self._fd, chunk)
+            total = sum(len(b) for b in chunk)
+            if written == total:
+                i += len(chunk)
+                continue
+            # Partial write: skip whole buffers, then finish the split one.
+            for b in chunk:
+                if written >= len(b):
+                    written -= len(b)
+                    i += 1
+                    continue
+                rest = memoryview(b)[written:]
+                while rest:
+                    k = os.write(self._fd, rest)
+                    rest = rest[k:]
+                i += 1
+                break
+
+    def _write_batch(self, batch: list[_Pending]) -> None:
+        buffers: list[bytes | memoryview] = []
+        for p in batch:
+            if p.new_segment:
+                if buffers:
+                    self._writev_all(buffers)
+                    buffers = []
+                os.fdatasync(self._fd)
+                self._open_segment(p.position)
+            buffers.append(p.header)
+            buffers.append(p.payload)
+        if buffers:
+            self._writev_all(buffers)
+        os.fdatasync(self._fd)
+        self.syncs += 1
+
+    def _run(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                batch = self._pending
+                self._pending = []
+                if not batch and self._closing:
+                    return
+            error: BaseException | None = None
+            if self._failed is not None:
+                error = self._failed
+            else:
+                try:
+                    self._write_batch(batch)
+                except OSError as e:  # disk full, I/O error: fence the log
+                    log.error("WAL write failed: %s", e)
+                    self._failed = e
+                    error = e
+            futures = [p.future for p in batch]
+            try:
+                loop.call_soon_threadsafe(_resolve, futures, error)
+            except RuntimeError:  # the loop is closed
+                return
+
+    # --- trim and close ----------------------------------------------------------
+    async def trim(self, upto_position: int) -> None:
+        """Delete the segments whose records all lie below ``upto_position``."""
+        doomed: list[int] = []
+        while len(self._segments) > 1 and self._segments[1] <= upto_position:
+            doomed.append(self._segments.pop(0))
+        if doomed:
+            await asyncio.to_thread(self._remove_segments, doomed)
+
+    async def close(self) -> None:
+        """Write and fsync what is queued, then stop the writer thread."""
+        if self._closing:
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+            # Resolve callbacks scheduled by the writer's last batch.
+            await asyncio.sleep(0)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._release_dir_lock()
+
+
+def _resolve(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for f in futures:
+        if f.done():
+            continue
+        if error is None:
+            f.set_result(None)
+        else:
+            f.set_exception(StorageError(f"WAL write failed: {error}"))

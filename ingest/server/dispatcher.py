@@ -1,0 +1,91 @@
+"""Turns frames into handler calls and handler results into response frames."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ingest.handlers import api_table
+from ingest.handlers.base import RequestContext
+from ingest.protocol.codec import (
+    ProtocolError,
+    build,
+    decode_request,
+    encode_response,
+    parse_request_header,
+    response_class,
+)
+from ingest.protocol.errors import ErrorCode
+from ingest.server.connection import ConnectionAbort, KafkaConnection
+
+if TYPE_CHECKING:
+    from ingest.broker import Broker
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger(__name__)
+_API_VERSIONS = 18
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.table = api_table()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def __call__(self, frame: memoryview, conn: KafkaConnection) -> Any:
+        if len(frame) < 8:
+            raise ConnectionAbort("request header truncated")
+        api_key = int.from_bytes(frame[0:2], "big", signed=True)
+        api_version = int.from_bytes(frame[2:4], "big", signed=True)
+        spec = self.table.get(api_key)
+        if spec is None:
+            raise ConnectionAbort(f"unknown API key {api_key}")
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == _API_VERSIONS:
+                # Kafka answers an ApiVersions request it cannot parse with a
+                # v0 response carrying UNSUPPORTED_VERSION and its version list.
+                correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
+                return self._unsupported_api_versions(correlation_id)
+            raise ConnectionAbort(f"unsupported version {api_version} of {spec.name}")
+        try:
+            header = parse_request_header(frame)
+            request = decode_request(header, frame)
+        except ProtocolError as exc:
+            raise ConnectionAbort(str(exc)) from exc
+        ctx = RequestContext(
+            self.broker, api_key, api_version, header.correlation_id, header.client_id, conn.peer
+        )
+        if spec.no_response is not None and spec.no_response(request):
+            task = asyncio.ensure_future(spec.handler(ctx, request))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            task.add_done_callback(lambda t: _close_if_failed(t, conn))
+            return None
+        return self._run(ctx, spec.handler, request)
+
+    async def _run(self, ctx: RequestContext, handler: Any, request: Any) -> bytes:
+        values = await handler(ctx, request)
+        entity = build(response_class(ctx.api_key, ctx.api_version), values)
+        return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, entity)
+
+    async def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+        from ingest.handlers.api_versions import api_keys
+
+        entity = build(
+            response_class(_API_VERSIONS, 0),
+            {"error_code": ErrorCode.unsupported_version, "api_keys": api_keys()},
+        )
+        return encode_response(_API_VERSIONS, 0, correlation_id, entity)
+
+
+def _close_if_failed(task: asyncio.Task[Any], conn: KafkaConnection) -> None:
+    """A request without a response (Produce acks=0) that failed closes its
+    connection, as Kafka does: closing is the only way the client hears of it."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.info("closing %s: request without response failed: %s", conn.peer, exc)
+        conn.abort()

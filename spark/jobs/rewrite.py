@@ -1,0 +1,110 @@
+"""Rewrite jobs: data files (bin-pack or sort) to a target size, manifests, position deletes.
+
+All run Iceberg's Spark procedures. A rewrite replaces files with files holding the
+same rows; it commits optimistically and, on a conflict with a concurrent commit
+(a Table Coordinator appending), retries from the fresh table state. Appends never
+conflict with a rewrite; deletes of rewritten files do, and those attempts retry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spark.errors import MaintenanceJobError
+from spark.jobs._procedures import call_procedure, quote_identifier, with_conflict_retries
+from spark.jobs.result import JobResult
+
+__all__ = ["rewrite_data_files", "rewrite_manifests", "rewrite_position_delete_files"]
+
+_STRATEGIES = ("binpack", "sort")
+
+
+def _metrics(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def rewrite_data_files(
+    session: Any,
+    catalog: str,
+    table: str,
+    *,
+    strategy: str = "binpack",
+    sort_columns: Sequence[str] = (),
+    target_file_size_bytes: int | None = None,
+    min_input_files: int | None = None,
+    where: str | None = None,
+    options: Mapping[str, str] | None = None,
+    attempts: int = 4,
+) -> JobResult:
+    """Compact small data files of ``table`` (``ns.name``) into files near the target size.
+
+    ``strategy="sort"`` also orders rows by ``sort_columns`` (``"ts"``, ``"id DESC"``, or
+    ``"zorder(a,b)"``; empty means the table's sort order). ``min_input_files`` is the
+    fewest files a group needs to be rewritten (Iceberg's default is 5). ``where``
+    limits the rewrite to rows matching a predicate.
+    """
+    if strategy not in _STRATEGIES:
+        raise MaintenanceJobError(f"unknown rewrite strategy {strategy!r} (binpack or sort)")
+    opts: dict[str, str] = {}
+    if target_file_size_bytes is not None:
+        opts["target-file-size-bytes"] = str(target_file_size_bytes)
+    if min_input_files is not None:
+        opts["min-input-files"] = str(min_input_files)
+    opts.update(options or {})
+    arguments: dict[str, Any] = {"table": quote_identifier(table), "strategy": strategy}
+    if strategy == "sort" and sort_columns:
+        arguments["sort_order"] = ", ".join(sort_columns)
+    if where:
+        arguments["where"] = where
+    if opts:
+        arguments["options"] = opts
+    start = time.monotonic()
+    rows = with_conflict_retries(
+        lambda: call_procedure(session, catalog, "rewrite_data_files", arguments),
+        what=f"rewrite_data_files {table}",
+        attempts=attempts,
+    )
+    return JobResult("rewrite_data_files", table, _metrics(rows), seconds=time.monotonic() - start)
+
+
+def rewrite_manifests(session: Any, catalog: str, table: str, *, attempts: int = 4) -> JobResult:
+    """Regroup the manifests of ``table`` so that scan planning reads few, well-clustered ones."""
+    start = time.monotonic()
+    rows = with_conflict_retries(
+        lambda: call_procedure(
+            session, catalog, "rewrite_manifests", {"table": quote_identifier(table)}
+        ),
+        what=f"rewrite_manifests {table}",
+        attempts=attempts,
+    )
+    return JobResult("rewrite_manifests", table, _metrics(rows), seconds=time.monotonic() - start)
+
+
+def rewrite_position_delete_files(
+    session: Any,
+    catalog: str,
+    table: str,
+    *,
+    options: Mapping[str, str] | None = None,
+    attempts: int = 4,
+) -> JobResult:
+    """Compact position delete files and drop deletes that point at removed data files."""
+    arguments: dict[str, Any] = {"table": quote_identifier(table)}
+    if options:
+        arguments["options"] = dict(options)
+    start = time.monotonic()
+    rows = with_conflict_retries(
+        lambda: call_procedure(session, catalog, "rewrite_position_delete_files", arguments),
+        what=f"rewrite_position_delete_files {table}",
+        attempts=attempts,
+    )
+    return JobResult(
+        "rewrite_position_delete_files", table, _metrics(rows), seconds=time.monotonic() - start
+    )

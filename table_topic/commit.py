@@ -1,0 +1,331 @@
+"""The commit protocol: Arrow tables + offsets -> one Iceberg snapshot (blocking; run in a thread).
+
+Exactly once: every commit records, in the snapshot summary, the next offset of
+EVERY partition of the topic (``tidelake.offsets`` = JSON {partition: offset}),
+atomically with the data files. Workers resume from the newest snapshot that
+carries the property, walking back through parent snapshots (compaction or
+maintenance snapshots do not carry it). The same JSON is kept as a table
+property in the same metadata commit, as a fallback once snapshots expire.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import reduce
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import (
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+
+from table_topic.config import TableTopicConfig
+from table_topic.convert.chunk import CDC_OP, METADATA_FIELDS
+from table_topic.convert.conform import conform_table
+from table_topic.errors import SchemaEvolutionError, TableTopicError
+from table_topic.evolution import check_compatible, evolve_schema
+from table_topic.partitioning import evolve_spec
+
+__all__ = ["OFFSETS_PROPERTY", "CommitResult", "TableWriter", "committed_offsets"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_PROPERTY = "tidelake.offsets"
+TOPIC_PROPERTY = "tidelake.topic"
+TOPIC_ID_PROPERTY = "tidelake.topic.id"
+_DELETE_OPS = {"d", "delete", "D", "DELETE"}
+
+
+def _parse_offsets(text: str) -> dict[int, int]:
+    return {int(k): int(v) for k, v in json.loads(text).items()}
+
+
+def committed_offsets(table: Table, topic_id: str | None = None) -> dict[int, int] | None:
+    """Offsets recorded by the newest snapshot (walking parents) that carries them.
+
+    With ``topic_id``: offsets written for another incarnation of the topic
+    (deleted and created again under the same name) do not count: None.
+    """
+    meta = table.metadata
+    snap = table.current_snapshot()
+    found: dict[str, str] | None = None
+    while snap is not None:
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if OFFSETS_PROPERTY in props:
+            found = props
+            break
+        snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
+    if found is None and OFFSETS_PROPERTY in table.properties:
+        found = table.properties
+    if found is None:
+        return None
+    if topic_id is not None and found.get(TOPIC_ID_PROPERTY, topic_id) != topic_id:
+        return None
+    return _parse_offsets(found[OFFSETS_PROPERTY])
+
+
+@dataclass
+class CommitResult:
+    snapshot_id: int | None
+    rows: int
+    files: int
+    deleted: int = 0
+    committed_at: float = field(default_factory=time.time)
+
+
+def base_arrow_schema(cfg: TableTopicConfig) -> pa.Schema:
+    """Columns every table starts with: metadata, and key/value when they are not schema-driven."""
+    fields = list(METADATA_FIELDS)
+    from table_topic.config import ConvertType, TransformType
+
+    if cfg.key_type is ConvertType.STRING:
+        fields.append(pa.field("key", pa.string()))
+    if cfg.transform is TransformType.NONE:
+        if cfg.value_type is ConvertType.RAW:
+            fields.append(pa.field("value", pa.binary()))
+        elif cfg.value_type is ConvertType.STRING:
+            fields.append(pa.field("value", pa.string()))
+    return pa.schema(fields)
+
+
+FaultHook = Callable[[str], None]
+
+
+def _no_fault(_point: str) -> None:
+    return None
+
+
+class TableWriter:
+    """Blocking table operations for one topic's table; one caller at a time."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        cfg: TableTopicConfig,
+        target_file_size: int,
+        fault: FaultHook = _no_fault,
+        topic_id: str | None = None,
+    ) -> None:
+        self.topic_id = topic_id
+        self.catalog = catalog
+        self.cfg = cfg
+        self.target_file_size = target_file_size
+        self._table: Table | None = None
+        self._fault = fault
+
+    @property
+    def identifier(self) -> tuple[str, ...]:
+        return self.cfg.identifier()
+
+    def load(self, refresh: bool = True) -> Table | None:
+        if self._table is not None and not refresh:
+            return self._table
+        try:
+            self._table = self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            self._table = None
+        return self._table
+
+    def offsets(self) -> dict[int, int] | None:
+        table = self.load()
+        return committed_offsets(table, self.topic_id) if table is not None else None
+
+    def _create(self) -> Table:
+        ns = self.identifier[:-1]
+        try:
+            self.catalog.create_namespace(ns)
+        except NamespaceAlreadyExistsError:
+            pass
+        try:
+            self._table = self.catalog.create_table(
+                self.identifier,
+                schema=base_arrow_schema(self.cfg),
+                properties={
+                    TOPIC_PROPERTY: self.cfg.topic,
+                    "write.target-file-size-bytes": str(self.target_file_size),
+                    "format-version": "2",
+                },
+            )
+        except TableAlreadyExistsError:
+            self._table = self.catalog.load_table(self.identifier)
+        return self._table
+
+    # ------------------------------------------------------------ planning
+    def check_schemas(self, schemas: list[pa.Schema]) -> list[str | None]:
+        """Per schema: None if it can be merged into the table (in order), else why not."""
+        table = self.load(refresh=False)
+        current: Schema
+        if table is None:
+            current = Schema()
+            try:
+                current = check_compatible(current, base_arrow_schema(self.cfg))
+            except SchemaEvolutionError:
+                pass
+        else:
+            current = table.schema()
+        out: list[str | None] = []
+        for s in schemas:
+            try:
+                current = check_compatible(current, s)
+                out.append(None)
+            except SchemaEvolutionError as exc:
+                out.append(str(exc))
+        return out
+
+    # ------------------------------------------------------------- commit
+    def commit(
+        self,
+        tables: list[pa.Table],
+        offsets: dict[int, int],
+        extra_properties: dict[str, str] | None = None,
+    ) -> CommitResult:
+        table = self.load(refresh=False) or self._create()
+        offsets_json = json.dumps(
+            {str(k): v for k, v in sorted(offsets.items())}, separators=(",", ":")
+        )
+        props = {
+            OFFSETS_PROPERTY: offsets_json,
+            TOPIC_PROPERTY: self.cfg.topic,
+            **({TOPIC_ID_PROPERTY: self.topic_id} if self.topic_id else {}),
+            **(extra_properties or {}),
+        }
+        txn = table.transaction()
+        seen: set[str] = set()
+        for t in tables:
+            key = t.schema.to_string(show_field_metadata=False)
+            if key in seen:
+                continue
+            seen.add(key)
+            evolve_schema(txn, t.schema)
+        evolve_spec(txn, self.cfg.partition_by)
+        target = txn.table_metadata.schema().as_arrow()
+        data = (
+            pa.concat_tables([conform_table(clean_table(t), target) for t in tables])
+            if tables
+            else target.empty_table()
+        )
+        deleted = 0
+        if self.cfg.keyed and data.num_rows:
+            data, delete_filter, deleted = _upsert_plan(data, self.cfg)
+            if delete_filter is not None and table.current_snapshot() is not None:
+                txn.delete(delete_filter, snapshot_properties=props)
+        txn.append(data, snapshot_properties=props)
+        txn.set_properties(
+            {
+                OFFSETS_PROPERTY: offsets_json,
+                **({TOPIC_ID_PROPERTY: self.topic_id} if self.topic_id else {}),
+            }
+        )
+        self._fault("files_written")
+        self._table = txn.commit_transaction()
+        self._fault("after_commit")
+        snap = self._table.current_snapshot()
+        files = 0
+        if snap is not None and snap.summary is not None:
+            files = int(snap.summary.additional_properties.get("added-data-files", "0"))
+        return CommitResult(snap.snapshot_id if snap else None, data.num_rows, files, deleted)
+
+    def expire_snapshots(self) -> int:
+        """Expire snapshots older than the configured age beyond the newest ``retain.last``."""
+        table = self._table
+        if table is None or not self.cfg.expire_snapshots:
+            return 0
+        snaps = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+        keep = {s.snapshot_id for s in snaps[-self.cfg.expire_retain_last :]}
+        current = table.current_snapshot()
+        if current is not None:
+            keep.add(current.snapshot_id)
+        cutoff = int(time.time() * 1000) - self.cfg.expire_older_than_ms
+        old = [
+            s.snapshot_id for s in snaps if s.snapshot_id not in keep and s.timestamp_ms < cutoff
+        ]
+        if not old:
+            return 0
+        try:
+            table.maintenance.expire_snapshots().by_ids(old).commit()
+        except Exception as exc:  # best effort; the next commit tries again
+            log.warning("snapshot expiry for %s failed: %s", self.identifier, exc)
+            return 0
+        self._table = table.refresh()
+        return len(old)
+
+
+def clean_table(t: pa.Table) -> pa.Table:
+    """Drop null-typed columns (all-null data with no type), see evolution.clean_arrow_schema."""
+    keep = [i for i, f in enumerate(t.schema) if not pa.types.is_null(f.type)]
+    if len(keep) == t.num_columns:
+        return t
+    return t.select(keep)
+
+
+def _op_column(data: pa.Table, cfg: TableTopicConfig) -> pa.Array | None:
+    if cfg.cdc_from_envelope and CDC_OP in data.column_names:
+        return data.column(CDC_OP).combine_chunks().cast(pa.string())
+    if cfg.cdc_field and cfg.cdc_field in data.column_names:
+        return data.column(cfg.cdc_field).combine_chunks().cast(pa.string())
+    return None
+
+
+def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
+    """OR of many terms as a balanced tree (depth log n: no recursion limit in visitors)."""
+    while len(terms) > 1:
+        terms = [
+            Or(*terms[i : i + 2]) if i + 1 < len(terms) else terms[i]
+            for i in range(0, len(terms), 2)
+        ]
+    return terms[0]
+
+
+def _upsert_plan(
+    data: pa.Table, cfg: TableTopicConfig
+) -> tuple[pa.Table, BooleanExpression | None, int]:
+    """Dedupe by id (last by timestamp, then offset), and the filter deleting the ids' old rows."""
+    ids = list(cfg.id_columns)
+    missing = [c for c in ids if c not in data.column_names]
+    if missing:
+        raise TableTopicError(f"table.topic.id.columns {missing} are not columns of the table")
+    n = data.num_rows
+    order = pc.sort_indices(
+        data,
+        sort_keys=[
+            ("_kafka_timestamp", "ascending"),
+            ("_kafka_partition", "ascending"),
+            ("_kafka_offset", "ascending"),
+        ],
+    )
+    data = data.take(order)
+    data = data.append_column("__pos", pa.array(range(n), pa.int64()))
+    last = data.group_by(ids, use_threads=False).aggregate([("__pos", "max")])
+    keep = pc.sort_indices(last.column("__pos_max"))
+    data = data.take(last.column("__pos_max").take(keep)).drop_columns(["__pos"])
+    ops = _op_column(data, cfg)
+    id_values = [data.column(c).to_pylist() for c in ids]
+    rows_ids = [tuple(v[i] for v in id_values) for i in range(data.num_rows)]
+    rows_ids = [r for r in rows_ids if all(x is not None for x in r)]
+    delete_filter: BooleanExpression | None = None
+    if rows_ids:
+        if len(ids) == 1:
+            delete_filter = In(ids[0], {r[0] for r in rows_ids})  # type: ignore[call-arg,arg-type]
+        else:
+            terms: list[BooleanExpression] = [
+                reduce(And, [EqualTo(c, v) for c, v in zip(ids, r, strict=True)])  # type: ignore[arg-type,call-arg]
+                for r in rows_ids
+            ]
+            delete_filter = _balanced_or(terms)
+    deleted = 0
+    if ops is not None:
+        is_delete = pc.is_in(ops, value_set=pa.array(sorted(_DELETE_OPS)))
+        is_delete = pc.fill_null(is_delete, False)
+        deleted = pc.sum(is_delete).as_py() or 0
+        data = data.filter(pc.invert(is_delete))
+    return data, delete_filter, deleted

@@ -1,0 +1,337 @@
+"""One coordinator per table topic: runs the partition workers and makes ONE commit per interval.
+
+Cycle: workers queue converted chunks; the coordinator drains them until the
+commit interval has passed (or ``max_rows_per_commit`` rows are pending, so a
+backlog commits in bounded chunks), writes the chunks' dead letters, then
+commits all rows with the next offset of every partition in one Iceberg
+snapshot. Any failure (catalog down, commit conflict, fatal data error)
+discards what is pending, and the cycle restarts from the offsets in the table:
+the table and the offsets it records never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from contextlib import aclosing, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+
+from ingest.log.manager import LogManager, Topic
+from ingest.protocol.records import BatchHeader, Record, decode_records
+from table_topic.commit import CommitResult, TableWriter
+from table_topic.config import ErrorsTolerance, TableTopicConfig
+from table_topic.convert.chunk import ConvertedChunk, DeadLetter, convert_batches
+from table_topic.convert.pool import ProcessConverter
+from table_topic.decode.resolver import SchemaResolver
+from table_topic.dlq import DeadLetterWriter
+from table_topic.errors import TableTopicError
+from table_topic.settings import TableTopicSettings
+from table_topic.status import TopicStatus
+from table_topic.worker import PartitionWorker
+
+__all__ = ["TopicCoordinator", "CoordinatorDeps"]
+
+log = logging.getLogger(__name__)
+
+_QUEUE_CHUNKS = 4
+
+
+@dataclass
+class CoordinatorDeps:
+    settings: TableTopicSettings
+    logs: LogManager
+    catalog: Catalog
+    resolver: SchemaResolver
+    executor: Executor
+    converter: ProcessConverter | None = None
+    # Paces table writes: awaited with the bytes a commit is about to write
+    # (the broker's network rate limiter, table-write share), or None.
+    throttle: Callable[[int], Awaitable[None]] | None = None
+
+
+class TopicCoordinator:
+    def __init__(
+        self, topic: Topic, cfg: TableTopicConfig, deps: CoordinatorDeps, status: TopicStatus
+    ) -> None:
+        self.topic = topic
+        self.cfg = cfg
+        self.deps = deps
+        self.status = status
+        self._task: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Future[Any] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._commits_started = 0
+
+    def _fault(self, point: str) -> None:
+        """Crash tests: die like kill -9 at ``settings.fault_point`` of the N-th commit."""
+        s = self.deps.settings
+        if s.fault_point == point and self._commits_started >= s.fault_after_commits:
+            log.error("fault injection: exiting at %s", point)
+            os._exit(137)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"table-topic:{self.cfg.topic}")
+
+    async def stop(self) -> None:
+        """Stop, waiting for a commit already handed to the catalog (never two writers)."""
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._stop_workers()
+        if self._inflight is not None:
+            with suppress(BaseException):
+                await self._inflight
+        self.status.state = "stopped"
+
+    async def _stop_workers(self) -> None:
+        for w in self._workers:
+            w.cancel()
+        for w in self._workers:
+            with suppress(asyncio.CancelledError, Exception):
+                await w
+        self._workers = []
+
+    async def _blocking(self, fn: Any, *args: Any) -> Any:
+        """Run blocking work in the pool; a cancelled caller still lets it finish (see stop)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self.deps.executor, fn, *args)
+        self._inflight = fut
+        try:
+            return await asyncio.shield(fut)
+        finally:
+            if fut.done():
+                self._inflight = None
+
+    async def _run(self) -> None:
+        backoff = self.deps.settings.retry_backoff_ms / 1000
+        while True:
+            try:
+                await self._cycle()
+                continue  # the partition count changed: start again at once
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "table topic %s: %s",
+                    self.cfg.topic,
+                    exc,
+                    exc_info=not isinstance(exc, TableTopicError),
+                )
+                self.status.record_error(f"{type(exc).__name__}: {exc}")
+            finally:
+                await self._stop_workers()
+            await asyncio.sleep(backoff)
+
+    # ------------------------------------------------------------------ one run
+    async def _convert(
+        self, partition: int, batches: list[tuple[bytes, BatchHeader]], start: int, next_offset: int
+    ) -> ConvertedChunk:
+        if self.deps.converter is not None:
+            return await self.deps.converter.convert(
+                partition, batches, start, next_offset, self.cfg
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.deps.executor,
+            convert_batches,
+            partition,
+            batches,
+            start,
+            next_offset,
+            self.cfg,
+            self.deps.resolver,
+        )
+
+    async def _cycle(self) -> None:
+        s = self.deps.settings
+        writer = TableWriter(
+            self.deps.catalog,
+            self.cfg,
+            s.target_file_size_bytes,
+            self._fault,
+            topic_id=str(self.topic.topic_id),
+        )
+        log.debug("table topic %s: loading committed offsets", self.cfg.topic)
+        committed = await self._blocking(writer.offsets) or {}
+        log.debug("table topic %s: committed offsets %s", self.cfg.topic, committed)
+        dlq = DeadLetterWriter(self.deps.logs, self.cfg.topic, self.cfg.dlq_topic)
+        await dlq.load()
+        offsets: dict[int, int] = {}
+        for plog in self.topic.partitions:
+            offsets[plog.partition] = max(committed.get(plog.partition, 0), plog.log_start_offset)
+        self.status.committed = dict(committed) or {p: 0 for p in offsets}
+        notify = asyncio.Event()
+        queues: dict[int, asyncio.Queue[ConvertedChunk]] = {}
+        workers: dict[int, PartitionWorker] = {}
+        for plog in self.topic.partitions:
+            q: asyncio.Queue[ConvertedChunk] = asyncio.Queue(_QUEUE_CHUNKS)
+            queues[plog.partition] = q
+            w = PartitionWorker(
+                plog,
+                offsets[plog.partition],
+                self._convert,
+                q,
+                notify,
+                s.max_rows_per_chunk,
+                s.max_bytes_per_chunk,
+            )
+            workers[plog.partition] = w
+            self._workers.append(
+                asyncio.create_task(w.run(), name=f"table-topic:{self.cfg.topic}-{plog.partition}")
+            )
+        if self.status.state != "error":
+            self.status.state = "running"
+        interval = self.cfg.commit_interval_ms / 1000
+        last_commit = time.monotonic()
+        pending: list[ConvertedChunk] = []
+        while True:
+            for t in self._workers:
+                if t.done() and not t.cancelled() and t.exception() is not None:
+                    raise TableTopicError(f"partition worker failed: {t.exception()!r}")
+            notify.clear()
+            pending_rows = sum(c.records for c in pending)
+            for q in queues.values():
+                while not q.empty() and pending_rows < s.max_rows_per_commit:
+                    c = q.get_nowait()
+                    pending.append(c)
+                    pending_rows += c.records
+            fatal = any(c.fatal for c in pending)
+            resized = len(self.topic.partitions) != len(workers)  # CreatePartitions
+            due = resized or time.monotonic() - last_commit >= interval
+            if not (due or fatal or pending_rows >= s.max_rows_per_commit):
+                remaining = interval - (time.monotonic() - last_commit)
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(notify.wait(), max(remaining, 0.001))
+                continue
+            last_commit = time.monotonic()
+            for c in pending:
+                offsets[c.partition] = max(offsets[c.partition], c.next_offset)
+            if resized:
+                if any(c.records for c in pending):
+                    await self._commit(writer, dlq, pending, offsets)
+                return  # the next cycle starts a worker for every partition
+            if any(c.records for c in pending) or any(
+                offsets[p] != committed.get(p) for p in offsets
+            ):
+                await self._commit(writer, dlq, pending, offsets)
+                committed = dict(offsets)
+                for p, w in workers.items():
+                    self.status.offsets_skipped += w.skipped
+                    w.skipped = 0
+                    offsets[p] = max(offsets[p], committed.get(p, 0))
+                fatal_msgs = [c.fatal for c in pending if c.fatal]
+                pending = []
+                if fatal_msgs:
+                    raise TableTopicError(
+                        f"errors.tolerance=none stops the table at {fatal_msgs[0]}"
+                    )
+            else:
+                fatal_msgs = [c.fatal for c in pending if c.fatal]
+                pending = []
+                if fatal_msgs:
+                    raise TableTopicError(
+                        f"errors.tolerance=none stops the table at {fatal_msgs[0]}"
+                    )
+                await self._maybe_expire(writer)
+
+    async def _commit(
+        self,
+        writer: TableWriter,
+        dlq: DeadLetterWriter,
+        chunks: list[ConvertedChunk],
+        offsets: dict[int, int],
+    ) -> None:
+        tables: list[pa.Table] = [t for c in chunks for t in c.tables]
+        dead: list[DeadLetter] = [d for c in chunks for d in c.dead]
+        schemas: list[pa.Schema] = []
+        index: dict[str, int] = {}
+        for t in tables:
+            key = t.schema.to_string(show_field_metadata=False)
+            if key not in index:
+                index[key] = len(schemas)
+                schemas.append(t.schema)
+        verdicts = await self._blocking(writer.check_schemas, schemas) if schemas else []
+        rejected = {i: v for i, v in enumerate(verdicts) if v is not None}
+        if rejected:
+            if self.cfg.errors_tolerance is ErrorsTolerance.NONE:
+                raise TableTopicError(
+                    f"incompatible schema change: {next(iter(rejected.values()))}"
+                )
+            keep = []
+            for t in tables:
+                i = index[t.schema.to_string(show_field_metadata=False)]
+                if i in rejected:
+                    dead += await self._dead_from_table(t, rejected[i])
+                else:
+                    keep.append(t)
+            tables = keep
+        if dead:
+            if self.cfg.errors_tolerance is ErrorsTolerance.NONE:
+                raise TableTopicError(f"invalid record at offset {dead[0].offset}: {dead[0].error}")
+            written = await dlq.write(dead)
+            self.status.dead_letters += written
+        newest = max((c.max_timestamp for c in chunks), default=-1)
+        self._commits_started += 1
+        self._fault("before_commit")
+        if self.deps.throttle is not None and tables:
+            await self.deps.throttle(sum(t.nbytes for t in tables))
+        result: CommitResult = await self._blocking(writer.commit, tables, dict(offsets))
+        log.debug(
+            "table topic %s: committed %d rows, offsets %s", self.cfg.topic, result.rows, offsets
+        )
+        self.status.record_commit(result.rows, result.files, result.deleted, newest, offsets)
+        await self._maybe_expire(writer)
+
+    async def _maybe_expire(self, writer: TableWriter) -> None:
+        if self.cfg.expire_snapshots:
+            await self._blocking(writer.expire_snapshots)
+
+    async def _dead_from_table(self, table: pa.Table, error: str) -> list[DeadLetter]:
+        """Dead letters for rows whose schema the table cannot take: re-read the originals."""
+        parts = table.column("_kafka_partition").to_pylist()
+        offs = table.column("_kafka_offset").to_pylist()
+        wanted: dict[int, set[int]] = {}
+        for p, o in zip(parts, offs, strict=True):
+            wanted.setdefault(p, set()).add(o)
+        out: list[DeadLetter] = []
+        for p, offsets in wanted.items():
+            plog = self.topic.partitions[p]
+            for r in await _records_at(plog, offsets):
+                out.append(
+                    DeadLetter(
+                        p,
+                        r.offset,
+                        r.timestamp,
+                        r.key,
+                        r.value,
+                        r.headers,
+                        error,
+                        "SchemaEvolutionError",
+                    )
+                )
+        return out
+
+
+async def _records_at(plog: Any, offsets: set[int]) -> list[Record]:
+    lo, hi = min(offsets), max(offsets)
+    out: list[Record] = []
+    async with aclosing(plog.scan(lo)) as scan:
+        async for view, h, _ in scan:
+            if h.is_control or h.last_offset < lo:
+                continue
+            for r in decode_records(view, h):
+                if r.offset in offsets:
+                    out.append(r)
+            if h.last_offset >= hi:
+                break
+    return out

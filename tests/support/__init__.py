@@ -1,0 +1,1 @@
+"""Helpers shared by the integration and e2e tiers (processes, ports)."""

@@ -1,0 +1,82 @@
+"""Identifiers, page tokens and the error mapping of the REST catalog."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+
+from catalog.rest.commits import parse_table_change
+from catalog.rest.errors import IcebergHTTPError, UnsupportedOperationError, to_error_response
+from catalog.rest.identifiers import decode_namespace, paginate
+
+
+def test_namespace_path_splits_on_unit_separator() -> None:
+    assert decode_namespace("a\x1fb") == ("a", "b")
+    for bad in ("", "a\x1f", "a.b"):
+        with pytest.raises(IcebergHTTPError) as info:
+            decode_namespace(bad)
+        assert info.value.code == 400
+
+
+def test_page_tokens_walk_every_item_once_even_when_items_are_added() -> None:
+    items = [(f"n{i}",) for i in range(5)]
+    page = paginate(items, "", 2)
+    assert page.items == [("n0",), ("n1",)]
+    items.append(("n00",))  # sorts before the token; must not reappear or shift the listing
+    page2 = paginate(items, page.next_token, 2)
+    assert page2.items == [("n2",), ("n3",)]
+    last = paginate(items, page2.next_token, 2)
+    assert last.items == [("n4",)] and last.next_token is None
+    assert paginate(items, None, None).next_token is None
+
+
+@pytest.mark.parametrize("token", ["%%%", "bm90IGpzb24", "eyJhIjogMX0"])
+def test_bad_page_tokens_are_400(token: str) -> None:
+    with pytest.raises(IcebergHTTPError) as info:
+        paginate([("a",)], token, 1)
+    assert info.value.code == 400
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "type_"),
+    [
+        (NoSuchNamespaceError("x"), 404, "NoSuchNamespaceException"),
+        (NoSuchTableError("x"), 404, "NoSuchTableException"),
+        (TableAlreadyExistsError("x"), 409, "AlreadyExistsException"),
+        (NamespaceNotEmptyError("x"), 409, "NamespaceNotEmptyException"),
+        (CommitFailedException("x"), 409, "CommitFailedException"),
+        (UnsupportedOperationError("x"), 406, "UnsupportedOperationException"),
+        (ValueError("x"), 400, "BadRequestException"),
+        (RuntimeError("boom"), 500, "InternalServerError"),
+    ],
+)
+def test_pyiceberg_errors_map_to_the_spec(exc: Exception, code: int, type_: str) -> None:
+    response = to_error_response(exc)
+    assert response.status_code == code
+    body = json.loads(bytes(response.body))
+    assert body["error"]["code"] == code and body["error"]["type"] == type_
+
+
+def test_table_change_parses_pyiceberg_models_and_rejects_unknown_actions() -> None:
+    change = parse_table_change(
+        {
+            "identifier": {"namespace": ["a"], "name": "t"},
+            "requirements": [{"type": "assert-create"}],
+            "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
+        }
+    )
+    assert change.identifier == ("a", "t") and change.creates
+    with pytest.raises(Exception) as info:
+        parse_table_change({"requirements": [], "updates": [{"action": "nope"}]})
+    assert to_error_response(info.value).status_code == 400
+    with pytest.raises(Exception) as info:
+        parse_table_change({"requirements": [], "updates": [], "extra": 1})
+    assert to_error_response(info.value).status_code == 400

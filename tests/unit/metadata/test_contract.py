@@ -1,0 +1,265 @@
+"""One contract suite over every MetadataStore implementation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ingest.errors import ConfigError, StorageError
+from ingest.metadata import (
+    CommittedOffset,
+    MemoryMetadataStore,
+    MetadataError,
+    MetadataStore,
+    ObjectRange,
+    ObjectRecord,
+    SqliteMetadataStore,
+    TopicExistsError,
+    TopicRecord,
+    UnknownStreamError,
+    UnknownTopicError,
+    open_metadata_store,
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
+    s: MetadataStore
+    if request.param == "memory":
+        s = MemoryMetadataStore()
+    else:
+        s = SqliteMetadataStore(tmp_path / "meta.db")
+    yield s
+    s.close()
+
+
+def _topic(name: str = "orders", partitions: int = 2) -> TopicRecord:
+    return TopicRecord(name, f"id-{name}", partitions, 1, {"retention.ms": "1000"})
+
+
+def _object(oid: int, *ranges: tuple[int, int, int]) -> ObjectRecord:
+    rs = []
+    pos = 0
+    for sid, s, e in ranges:
+        rs.append(ObjectRange(sid, s, e, pos, 100))
+        pos += 100
+    return ObjectRecord(oid, f"k/{oid}", pos, "stream_set", tuple(rs), 123)
+
+
+class MetadataStoreContract:
+    """Subclass with a ``store`` fixture yielding an empty store."""
+
+    def test_create_topic_then_get_and_list(self, store: MetadataStore) -> None:
+        store.create_topic(_topic(), [10, 11])
+        assert store.get_topic("orders") == _topic()
+        assert [t.name for t in store.list_topics()] == ["orders"]
+        parts = store.list_partitions("orders")
+        assert [(p.partition, p.stream_id) for p in parts] == [(0, 10), (1, 11)]
+
+    def test_create_existing_topic_raises_topic_exists(self, store: MetadataStore) -> None:
+        store.create_topic(_topic(), [1, 2])
+        with pytest.raises(TopicExistsError):
+            store.create_topic(_topic(), [3, 4])
+        assert [p.stream_id for p in store.list_partitions("orders")] == [1, 2]
+
+    def test_unknown_topic_get_returns_none_and_changes_raise(self, store: MetadataStore) -> None:
+        assert store.get_topic("nope") is None
+        with pytest.raises(UnknownTopicError):
+            store.delete_topic("nope")
+        with pytest.raises(UnknownTopicError):
+            store.set_topic_configs("nope", {})
+        with pytest.raises(UnknownTopicError):
+            store.add_partitions("nope", [1])
+        with pytest.raises(UnknownTopicError):
+            store.list_partitions("nope")
+
+    def test_delete_topic_returns_its_stream_ids(self, store: MetadataStore) -> None:
+        store.create_topic(_topic(), [5, 6])
+        assert store.delete_topic("orders") == [5, 6]
+        assert store.get_topic("orders") is None
+        store.create_topic(_topic(), [7, 8])  # the name is free again
+
+    def test_set_topic_configs_replaces_overrides(self, store: MetadataStore) -> None:
+        store.create_topic(_topic(), [1, 2])
+        store.set_topic_configs("orders", {"cleanup.policy": "delete"})
+        topic = store.get_topic("orders")
+        assert topic is not None and topic.configs == {"cleanup.policy": "delete"}
+
+    def test_add_partitions_appends_and_updates_count(self, store: MetadataStore) -> None:
+        store.create_topic(_topic(), [1, 2])
+        store.add_partitions("orders", [3])
+        assert [(p.partition, p.stream_id) for p in store.list_partitions("orders")] == [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+        ]
+        topic = store.get_topic("orders")
+        assert topic is not None and topic.partitions == 3
+
+    def test_stream_ids_are_never_reused(self, store: MetadataStore) -> None:
+        a = store.create_stream()
+        store.delete_stream(a)
+        b = store.create_stream()
+        assert b > a
+        rec = store.get_stream(a)
+        assert rec is not None and rec.deleted
+        assert [s.stream_id for s in store.list_streams()] == [a, b]
+
+    def test_trim_stream_only_moves_forward(self, store: MetadataStore) -> None:
+        sid = store.create_stream()
+        store.trim_stream(sid, 10)
+        store.trim_stream(sid, 5)
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.start_offset == 10
+
+    def test_unknown_stream_operations_raise(self, store: MetadataStore) -> None:
+        assert store.get_stream(999) is None
+        with pytest.raises(UnknownStreamError):
+            store.trim_stream(999, 1)
+        with pytest.raises(UnknownStreamError):
+            store.delete_stream(999)
+        with pytest.raises(UnknownStreamError):
+            store.commit_object(_object(store.next_object_id(), (999, 0, 1)))
+
+    def test_commit_object_advances_end_offset_and_indexes_ranges(
+        self, store: MetadataStore
+    ) -> None:
+        a, b = store.create_stream(), store.create_stream()
+        o1 = store.next_object_id()
+        store.commit_object(_object(o1, (a, 0, 10), (b, 0, 5)))
+        o2 = store.next_object_id()
+        store.commit_object(_object(o2, (a, 10, 20)))
+        assert o2 > o1
+        ra, rb = store.get_stream(a), store.get_stream(b)
+        assert ra is not None and ra.end_offset == 20
+        assert rb is not None and rb.end_offset == 5
+        assert [o.object_id for o in store.objects_for_stream(a, 0, 100)] == [o1, o2]
+        assert [o.object_id for o in store.objects_for_stream(a, 10, 11)] == [o2]
+        assert [o.object_id for o in store.objects_for_stream(a, 9, 10)] == [o1]
+        assert store.objects_for_stream(a, 20, 30) == []
+        assert [o.object_id for o in store.objects_for_stream(b, 0, 100)] == [o1]
+        assert store.objects_for_stream(b, 0, 100)[0] == _object(o1, (a, 0, 10), (b, 0, 5))
+        assert [o.object_id for o in store.list_objects()] == [o1, o2]
+
+    def test_objects_for_stream_limit_returns_the_first_by_offset(
+        self, store: MetadataStore
+    ) -> None:
+        a = store.create_stream()
+        ids = []
+        for i in range(4):
+            ids.append(store.next_object_id())
+            store.commit_object(_object(ids[-1], (a, i * 10, i * 10 + 10)))
+        assert [o.object_id for o in store.objects_for_stream(a, 15, 100, 2)] == ids[1:3]
+        assert [o.object_id for o in store.objects_for_stream(a, 0, 100, 1)] == ids[:1]
+
+    def test_commit_object_removes_compacted_objects_atomically(self, store: MetadataStore) -> None:
+        a = store.create_stream()
+        o1, o2 = store.next_object_id(), store.next_object_id()
+        store.commit_object(_object(o1, (a, 0, 10)))
+        store.commit_object(_object(o2, (a, 10, 20)))
+        o3 = store.next_object_id()
+        store.commit_object(_object(o3, (a, 0, 20)), compacted=[o1, o2])
+        assert [o.object_id for o in store.list_objects()] == [o3]
+        assert [o.object_id for o in store.objects_for_stream(a, 0, 20)] == [o3]
+
+    def test_delete_objects(self, store: MetadataStore) -> None:
+        a = store.create_stream()
+        oid = store.next_object_id()
+        store.commit_object(_object(oid, (a, 0, 10)))
+        store.delete_objects([oid])
+        assert store.list_objects() == []
+        assert store.objects_for_stream(a, 0, 10) == []
+        rec = store.get_stream(a)
+        assert rec is not None and rec.end_offset == 10  # offsets never go back
+
+    def test_group_offsets_commit_fetch_delete(self, store: MetadataStore) -> None:
+        o1 = CommittedOffset("t", 0, 5, 1, "m", 100)
+        o2 = CommittedOffset("u", 1, 7, -1, None, 101)
+        store.commit_offsets("g", [o1, o2])
+        store.commit_offsets("g", [CommittedOffset("t", 0, 6, 1, None, 102)])
+        assert store.fetch_offsets("g") == [CommittedOffset("t", 0, 6, 1, None, 102), o2]
+        assert store.fetch_offsets("g", ["u"]) == [o2]
+        assert store.fetch_offsets("other") == []
+        assert store.list_offset_groups() == ["g"]
+        store.delete_group_offsets("g")
+        assert store.fetch_offsets("g") == []
+        assert store.list_offset_groups() == []
+
+    def test_producer_ids_are_unique(self, store: MetadataStore) -> None:
+        ids = [store.allocate_producer_id() for _ in range(5)]
+        assert len(set(ids)) == 5
+
+    def test_kv_put_get(self, store: MetadataStore) -> None:
+        assert store.get_kv("cluster.id") is None
+        store.put_kv("cluster.id", "abc")
+        store.put_kv("cluster.id", "def")
+        assert store.get_kv("cluster.id") == "def"
+
+    def test_concurrent_calls_from_threads_are_serialised(self, store: MetadataStore) -> None:
+        out: list[int] = []
+        lock = threading.Lock()
+
+        def work() -> None:
+            for _ in range(50):
+                sid = store.create_stream()
+                with lock:
+                    out.append(sid)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(set(out)) == 200
+
+
+class TestMetadataStoreContract(MetadataStoreContract):
+    pass
+
+
+def test_errors_derive_from_storage_error() -> None:
+    assert issubclass(MetadataError, StorageError)
+    assert issubclass(TopicExistsError, MetadataError)
+    assert issubclass(UnknownTopicError, MetadataError)
+
+
+def test_sqlite_store_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    s = SqliteMetadataStore(path)
+    s.create_topic(_topic(), [1, 2])
+    sid = s.create_stream()
+    oid = s.next_object_id()
+    s.commit_object(_object(oid, (sid, 0, 3)))
+    pid = s.allocate_producer_id()
+    s.close()
+    s = SqliteMetadataStore(path)
+    assert s.get_topic("orders") == _topic()
+    rec = s.get_stream(sid)
+    assert rec is not None and rec.end_offset == 3
+    assert s.create_stream() > sid
+    assert s.next_object_id() > oid
+    assert s.allocate_producer_id() > pid
+    s.close()
+
+
+def test_sqlite_uses_wal_journal(tmp_path: Path) -> None:
+    s = SqliteMetadataStore(tmp_path / "m.db")
+    row = s._conn.execute("PRAGMA journal_mode").fetchone()
+    assert row[0] == "wal"
+    s.close()
+
+
+def test_open_metadata_store_by_scheme(tmp_path: Path) -> None:
+    m = open_metadata_store("memory://")
+    assert isinstance(m, MemoryMetadataStore)
+    s = open_metadata_store(f"sqlite:///{tmp_path}/x.db")
+    assert isinstance(s, SqliteMetadataStore)
+    s.close()
+    assert (tmp_path / "x.db").exists()
+    with pytest.raises(ConfigError):
+        open_metadata_store("mysql://host/db")
+    with pytest.raises(MetadataError):  # nothing listens on port 1
+        open_metadata_store("postgresql://127.0.0.1:1/db")

@@ -1,0 +1,65 @@
+"""The ObjectStore contract, run over every implementation (see the test modules)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.objectstore import ObjectInfo, ObjectStore
+
+
+class ObjectStoreContract:
+    """Subclass with a ``store`` fixture yielding a started, empty store."""
+
+    async def test_put_then_get_returns_the_bytes(self, store: ObjectStore) -> None:
+        await store.put("a/b/c", b"hello world")
+        assert await store.get("a/b/c") == b"hello world"
+
+    async def test_put_overwrites(self, store: ObjectStore) -> None:
+        await store.put("k", b"one")
+        await store.put("k", b"two!")
+        assert await store.get("k") == b"two!"
+
+    async def test_put_accepts_memoryview_and_bytearray(self, store: ObjectStore) -> None:
+        await store.put("mv", memoryview(b"xyz"))
+        await store.put("ba", bytearray(b"abc"))
+        assert await store.get("mv") == b"xyz"
+        assert await store.get("ba") == b"abc"
+
+    async def test_ranged_get_is_end_exclusive_and_clamped(self, store: ObjectStore) -> None:
+        await store.put("r", b"0123456789")
+        assert await store.get("r", 2, 5) == b"234"
+        assert await store.get("r", 7) == b"789"
+        assert await store.get("r", None, 3) == b"012"
+        assert await store.get("r", 8, 100) == b"89"
+        assert await store.get("r", 4, 4) == b""
+
+    async def test_get_missing_raises_object_not_found(self, store: ObjectStore) -> None:
+        with pytest.raises(ObjectNotFoundError):
+            await store.get("missing")
+
+    async def test_delete_removes_and_ignores_missing(self, store: ObjectStore) -> None:
+        await store.put("d1", b"1")
+        await store.put("d2", b"2")
+        await store.delete(["d1", "nope"])
+        with pytest.raises(ObjectNotFoundError):
+            await store.get("d1")
+        assert await store.get("d2") == b"2"
+
+    async def test_list_by_prefix_sorted_with_sizes(self, store: ObjectStore) -> None:
+        await store.put("p/2", b"22")
+        await store.put("p/1", b"1")
+        await store.put("q/1", b"333")
+        assert await store.list("p/") == [ObjectInfo("p/1", 1), ObjectInfo("p/2", 2)]
+        assert [o.key for o in await store.list()] == ["p/1", "p/2", "q/1"]
+
+    async def test_large_object_round_trip(self, store: ObjectStore) -> None:
+        data = os.urandom(12 * 1024 * 1024 + 17)
+        await store.put("big", data)
+        assert await store.get("big") == data
+        assert (
+            await store.get("big", 5 * 1024 * 1024, 5 * 1024 * 1024 + 10)
+            == data[5 * 1024 * 1024 : 5 * 1024 * 1024 + 10]
+        )

@@ -1,0 +1,37 @@
+"""S3StreamConfig and the engine factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from ingest.errors import ConfigError
+from ingest.metadata import MemoryMetadataStore
+from ingest.s3stream import S3StreamConfig, S3StreamEngine, open_engine
+from ingest.s3stream.objectstore import MemoryObjectStore
+
+
+def test_defaults_are_sane() -> None:
+    c = S3StreamConfig()
+    assert c.upload_size_bytes == 8 * 1024 * 1024
+    assert c.log_cache_bytes == 256 * 1024 * 1024
+    assert c.block_cache_bytes == 128 * 1024 * 1024
+    assert 0 < c.upload_interval_ms <= 5000
+
+
+def test_invalid_settings_name_the_key() -> None:
+    with pytest.raises(ValidationError, match="upload_size_bytes"):
+        S3StreamConfig(upload_size_bytes=0)
+    with pytest.raises(ValidationError, match="no_such_key"):
+        S3StreamConfig.model_validate({"no_such_key": 1})
+
+
+def test_open_engine_needs_a_wal_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="wal_dir"):
+        open_engine(S3StreamConfig(), MemoryMetadataStore(), MemoryObjectStore())
+    engine = open_engine(
+        S3StreamConfig(wal_dir=tmp_path / "wal"), MemoryMetadataStore(), MemoryObjectStore()
+    )
+    assert isinstance(engine, S3StreamEngine)

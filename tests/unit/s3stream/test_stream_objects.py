@@ -1,0 +1,181 @@
+"""Stream objects at upload, stream object compaction, read-ahead, physical removal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from ingest.metadata import MemoryMetadataStore
+from ingest.s3stream import S3StreamConfig, open_engine
+from ingest.s3stream.objects import read_index
+from ingest.s3stream.objectstore import MemoryObjectStore
+
+KIB = 1024
+
+
+def _config(tmp_path: Path, **kw: object) -> S3StreamConfig:
+    base: dict[str, object] = {
+        "wal_dir": tmp_path / "wal",
+        "upload_size_bytes": 256 * KIB,
+        "upload_interval_ms": 60_000,
+        "log_cache_bytes": 1 << 20,
+        "block_cache_bytes": 1 << 20,
+        "stream_object_bytes": 64 * KIB,
+        "compaction_small_bytes": 128 * KIB,
+        "compaction_target_bytes": 1 << 20,
+        "stream_object_target_bytes": 1 << 20,
+    }
+    base.update(kw)
+    return S3StreamConfig.model_validate(base)
+
+
+async def test_a_busy_stream_gets_its_own_object_and_quiet_ones_share(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path), metadata, store)
+    await engine.start()
+    busy = await engine.create_stream()
+    quiet = [await engine.create_stream() for _ in range(3)]
+    for i in range(20):
+        await busy.append(os.urandom(8 * KIB), 1)
+        if i % 5 == 0:
+            for q in quiet:
+                await q.append(os.urandom(100), 1)
+    await engine.flush()
+    objs = metadata.list_objects()
+    kinds = sorted(o.kind for o in objs)
+    assert kinds == ["stream", "stream_set"]
+    so = next(o for o in objs if o.kind == "stream")
+    assert so.key.endswith(".so") and [r.stream_id for r in so.ranges] == [busy.stream_id]
+    sso = next(o for o in objs if o.kind == "stream_set")
+    assert sorted(r.stream_id for r in sso.ranges) == [q.stream_id for q in quiet]
+    index = await read_index(store, so.key, so.size)  # self-describing, like the metadata
+    assert [(e.stream_id, e.start_offset, e.end_offset) for e in index] == [(busy.stream_id, 0, 20)]
+    await engine.close()
+
+
+async def test_consecutive_stream_objects_merge_and_reads_return_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path, block_cache_bytes=0), metadata, store)
+    await engine.start()
+    s = await engine.create_stream()
+    payloads = []
+    for _ in range(12):  # twelve uploads -> twelve stream objects
+        for _ in range(10):
+            payloads.append(os.urandom(10 * KIB))
+            await s.append(payloads[-1], 1)
+        await engine.flush()
+    assert len(metadata.list_objects()) == 12
+    while await engine.compact():
+        pass
+    objs = metadata.list_objects()
+    assert len(objs) == 2  # ~1.2 MiB in objects of up to 1 MiB
+    assert all(o.kind == "stream" for o in objs)
+    assert sorted(k for k in store.objects) == sorted(o.key for o in objs)
+    engine.log_cache._capacity = 0  # every read goes to objects
+    engine.log_cache.evict()
+    got: list[bytes] = []
+    while len(got) < len(payloads):
+        got.extend(bytes(b.payload) for b in await s.fetch(len(got), len(payloads), 1 << 20))
+    assert got == payloads
+    await engine.close()
+
+
+async def test_small_stream_set_objects_merge_and_split_big_streams_out(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    config = _config(tmp_path, stream_object_bytes=40 * KIB)
+    engine = open_engine(config, metadata, store)
+    await engine.start()
+    a, b = await engine.create_stream(), await engine.create_stream()
+    for _ in range(8):  # eight small stream set objects holding both streams
+        for _ in range(3):
+            await a.append(os.urandom(10 * KIB), 1)
+            await b.append(os.urandom(100), 1)
+        await engine.flush()
+    assert len(metadata.list_objects()) == 8
+    while await engine.compact():
+        pass
+    objs = metadata.list_objects()
+    assert sorted(o.kind for o in objs) == ["stream", "stream_set"]
+    assert {r.stream_id for o in objs if o.kind == "stream" for r in o.ranges} == {a.stream_id}
+    await engine.close()
+
+
+async def test_trimmed_stream_objects_are_removed_from_the_store(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path), metadata, store)
+    await engine.start()
+    s = await engine.create_stream()
+    for _ in range(4):
+        for _ in range(10):
+            await s.append(os.urandom(10 * KIB), 1)
+        await engine.flush()
+    assert len(store.objects) == 4
+    await s.trim(30)
+    assert await engine.collect_garbage() == 3
+    assert len(store.objects) == 1 and len(metadata.list_objects()) == 1
+    await engine.close()
+
+
+async def test_catch_up_reads_prefetch_the_following_objects(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path, read_ahead_ranges=2), metadata, store)
+    await engine.start()
+    s = await engine.create_stream()
+    for _ in range(6):
+        for _ in range(10):
+            await s.append(os.urandom(10 * KIB), 1)
+        await engine.flush()
+    engine.log_cache._capacity = 0  # every read goes to objects
+    engine.log_cache.evict()
+    await s.fetch(0, 60, 1)
+    for t in list(engine._prefetches):
+        await t
+    assert engine.block_cache.misses == 3  # the object read and two read ahead
+    hits = engine.block_cache.hits
+    await s.fetch(10, 60, 1)
+    await s.fetch(20, 60, 1)
+    assert engine.block_cache.hits == hits + 2
+    await engine.close()
+
+
+async def test_the_uploader_removes_trimmed_objects_without_a_full_listing(
+    tmp_path: Path,
+) -> None:
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path, gc_interval_ms=10**9), metadata, store)
+    await engine.start()
+    s = await engine.create_stream()
+    other = await engine.create_stream()
+    for _ in range(3):
+        for _ in range(10):
+            await s.append(os.urandom(10 * KIB), 1)
+        await other.append(b"x", 1)
+        await engine.flush()
+    listed = 0
+    real = metadata.list_objects
+
+    def counting() -> list:  # type: ignore[type-arg]
+        nonlocal listed
+        listed += 1
+        return real()
+
+    metadata.list_objects = counting  # type: ignore[method-assign]
+    before = len(store.objects)
+    await s.trim(20)
+    for _ in range(50):
+        if len(store.objects) == before - 2:
+            break
+        await asyncio.sleep(0.1)
+        engine._wakeup.set()
+    assert len(store.objects) == before - 2  # the two stream objects below 20
+    assert listed == 0
+    await engine.close()

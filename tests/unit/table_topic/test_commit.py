@@ -1,0 +1,138 @@
+"""The commit protocol on a local SQLite catalog: offsets in snapshots, evolution, partition specs, upsert."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from ingest.log.topic_config import TopicConfigRegistry
+from table_topic.commit import OFFSETS_PROPERTY, TableWriter, committed_offsets
+from table_topic.config import TableTopicConfig, register_table_topic_configs
+from table_topic.convert.chunk import METADATA_FIELDS
+from table_topic.errors import SchemaEvolutionError
+from table_topic.evolution import check_compatible
+
+
+def cfg(**overrides: str) -> TableTopicConfig:
+    reg = TopicConfigRegistry.default()
+    register_table_topic_configs(reg)
+    base = {
+        "table.topic.convert.value.type": "by_schema_id",
+        "table.topic.transform.value.type": "flatten",
+    }
+    return TableTopicConfig.from_topic_config(
+        "t", reg.resolved(reg.validate({**base, **overrides}))
+    )
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> SqlCatalog:
+    return SqlCatalog(
+        "tidelake", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri()
+    )
+
+
+def rows(offsets: list[int], extra: dict[str, pa.Array], partition: int = 0) -> pa.Table:
+    n = len(offsets)
+    meta = [
+        pa.array([partition] * n, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pa.array([1_700_000_000_000_000 + o for o in offsets], pa.timestamp("us", tz="UTC")),
+        pa.array([None] * n, pa.binary()),
+        pa.array([[]] * n, METADATA_FIELDS[4].type),
+    ]
+    return pa.Table.from_arrays(
+        meta + list(extra.values()), names=[f.name for f in METADATA_FIELDS] + list(extra)
+    )
+
+
+def test_offsets_walk_back_past_snapshots_without_them(catalog: SqlCatalog) -> None:
+    w = TableWriter(catalog, cfg(), 1 << 20)
+    assert w.offsets() is None
+    w.commit([rows([0, 1], {"id": pa.array([1, 2], pa.int64())})], {0: 2, 1: 0})
+    w.commit([rows([2], {"id": pa.array([3], pa.int64())})], {0: 3, 1: 0})
+    table = catalog.load_table(("default", "t"))
+    table.append(table.scan().to_arrow().slice(0, 0))  # a maintenance-like snapshot without offsets
+    table = catalog.load_table(("default", "t"))
+    assert OFFSETS_PROPERTY not in table.current_snapshot().summary.additional_properties
+    assert committed_offsets(table) == {0: 3, 1: 0}
+    assert TableWriter(catalog, cfg(), 1 << 20).offsets() == {0: 3, 1: 0}
+
+
+def test_evolution_merges_compatible_and_refuses_incompatible(catalog: SqlCatalog) -> None:
+    w = TableWriter(catalog, cfg(), 1 << 20)
+    w.commit(
+        [rows([0], {"id": pa.array([1], pa.int32()), "x": pa.array([1.0], pa.float32())})], {0: 1}
+    )
+    v2 = rows(
+        [1],
+        {
+            "id": pa.array([2], pa.int64()),
+            "x": pa.array([2.0], pa.float64()),
+            "new": pa.array(["n"]),
+        },
+    )
+    assert w.check_schemas([v2.schema]) == [None]
+    bad = rows([2], {"id": pa.array(["s"], pa.string())})
+    verdict = w.check_schemas([bad.schema])[0]
+    assert verdict is not None and "incompatible" in verdict
+    w.commit([v2], {0: 2})
+    t = catalog.load_table(("default", "t"))
+    schema = t.schema()
+    assert str(schema.find_field("id").field_type) == "long"
+    assert str(schema.find_field("x").field_type) == "double"
+    got = t.scan().to_arrow().sort_by("_kafka_offset")
+    assert got.column("id").to_pylist() == [1, 2]
+    assert got.column("new").to_pylist() == [None, "n"]
+    with pytest.raises(SchemaEvolutionError):
+        check_compatible(schema, pa.schema([("x", pa.string())]))
+
+
+def test_partition_spec_follows_the_config(catalog: SqlCatalog) -> None:
+    data = rows([0, 1], {"id": pa.array([1, 2], pa.int64())})
+    TableWriter(catalog, cfg(**{"table.topic.partition.by": "[bucket(id, 4)]"}), 1 << 20).commit(
+        [data], {0: 2}
+    )
+    t = catalog.load_table(("default", "t"))
+    assert [str(f.transform) for f in t.spec().fields] == ["bucket[4]"]
+    w = TableWriter(
+        catalog, cfg(**{"table.topic.partition.by": "[day(_kafka_timestamp), id]"}), 1 << 20
+    )
+    w.commit([rows([2], {"id": pa.array([3], pa.int64())})], {0: 3})
+    t = catalog.load_table(("default", "t"))
+    live = [str(f.transform) for f in t.spec().fields if str(f.transform) != "void"]
+    assert sorted(live) == ["day", "identity"]
+    assert t.scan().to_arrow().num_rows == 3
+
+
+def test_upsert_dedupes_within_a_batch_and_replaces_across_commits(catalog: SqlCatalog) -> None:
+    c = cfg(**{"table.topic.id.columns": "id", "table.topic.upsert.enable": "true"})
+    w = TableWriter(catalog, c, 1 << 20)
+    w.commit(
+        [rows([0, 1, 2], {"id": pa.array([1, 2, 1], pa.int64()), "v": pa.array(["a", "b", "c"])})],
+        {0: 3},
+    )
+    w.commit([rows([3], {"id": pa.array([2], pa.int64()), "v": pa.array(["d"])})], {0: 4})
+    got = catalog.load_table(("default", "t")).scan().to_arrow()
+    assert dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True)) == {
+        1: "c",
+        2: "d",
+    }
+    assert committed_offsets(catalog.load_table(("default", "t"))) == {0: 4}
+
+
+def test_upsert_with_composite_ids_and_many_keys(catalog: SqlCatalog) -> None:
+    c = cfg(**{"table.topic.id.columns": "a, b", "table.topic.upsert.enable": "true"})
+    w = TableWriter(catalog, c, 1 << 20)
+    n = 3000
+    a = pa.array([i % 50 for i in range(n)], pa.int64())
+    b = pa.array([f"b{i // 50}" for i in range(n)])
+    w.commit([rows(list(range(n)), {"a": a, "b": b, "v": pa.array(["old"] * n)})], {0: n})
+    w.commit(
+        [rows(list(range(n, 2 * n)), {"a": a, "b": b, "v": pa.array(["new"] * n)})], {0: 2 * n}
+    )
+    got = catalog.load_table(("default", "t")).scan().to_arrow()
+    assert got.num_rows == n and set(got.column("v").to_pylist()) == {"new"}
