@@ -140,6 +140,21 @@ class TableWriter:
         table = self.load()
         return committed_offsets(table, self.topic_id) if table is not None else None
 
+    def apply_partition_spec(self) -> bool:
+        """Evolve an existing table's spec to ``table.topic.partition.by`` now, without new data.
+
+        A config change restarts the coordinator; records already taken by the old one may have
+        been committed under the old spec, so the new layout must not wait for the next record.
+        """
+        table = self.load(refresh=False)
+        if table is None:
+            return False
+        txn = table.transaction()
+        if not evolve_spec(txn, self.cfg.partition_by):
+            return False
+        self._table = txn.commit_transaction()
+        return True
+
     def _create(self) -> Table:
         ns = self.identifier[:-1]
         try:

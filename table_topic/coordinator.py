@@ -164,6 +164,8 @@ class TopicCoordinator:
         log.debug("table topic %s: loading committed offsets", self.cfg.topic)
         committed = await self._blocking(writer.offsets) or {}
         log.debug("table topic %s: committed offsets %s", self.cfg.topic, committed)
+        if await self._blocking(writer.apply_partition_spec):
+            log.info("table topic %s: partition spec evolved", self.cfg.topic)
         dlq = DeadLetterWriter(self.deps.logs, self.cfg.topic, self.cfg.dlq_topic)
         await dlq.load()
         offsets: dict[int, int] = {}
