@@ -66,9 +66,11 @@ __all__ = ["S3StreamEngine"]
 log = logging.getLogger(__name__)
 
 _RETRY_DELAY_S = 1.0
-_MIN_GC_GAP_S = 1.0
+_MAX_RETRY_DELAY_S = 4.0
+_CLOSE_UPLOAD_S = 15.0  # SIGTERM: keep retrying the final upload this long
+_MIN_GC_GAP_S = 1.0  # after trims, collect garbage at most this often
 _END = 1 << 62  # past any offset
-_CLOSE_WAIT_S = 20.0  # close(): how long to wait for appends in flight  # after trims, collect garbage at most this often
+_CLOSE_WAIT_S = 20.0  # close(): how long to wait for appends in flight
 
 
 _STREAM_SET_SUFFIX = ".sso"
@@ -235,7 +237,7 @@ class S3StreamEngine:
             except Exception:  # noqa: BLE001 - logged by the loop itself
                 log.exception("uploader failed")
         try:
-            await self._upload(force=True, drain=True)
+            await self._upload_until_done(time.monotonic() + _CLOSE_UPLOAD_S)
         except Exception:  # noqa: BLE001 - the WAL still holds the data
             log.exception("final upload failed; the data stays in the WAL")
         for task in list(self._prefetches):
@@ -502,9 +504,27 @@ class S3StreamEngine:
         await self._wal.trim(self._wal.next_position if upto is None else upto)
 
     async def flush(self) -> None:
-        """Upload every durable batch now (tests, shutdown)."""
+        """Upload every durable batch now, retrying object-store failures until it is
+        done (bound it with a timeout); ``EngineClosedError`` if the engine closes."""
         self._check_open()
-        await self._upload(force=True, drain=True)
+        await self._upload_until_done(None)
+
+    async def _upload_until_done(self, deadline: float | None) -> None:
+        delay = _RETRY_DELAY_S / 4
+        while True:
+            try:
+                await self._upload(force=True, drain=True)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise
+                log.warning("upload failed; retrying in %.2f s", delay, exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_RETRY_DELAY_S)
+            if deadline is None and self._closed:
+                raise EngineClosedError("the stream engine closed before the flush completed")
 
     # --- read ------------------------------------------------------------------------
     def _loader(
