@@ -21,11 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import (
+    CommitFailedException,
     NamespaceAlreadyExistsError,
     NoSuchTableError,
     TableAlreadyExistsError,
+    ValidationException,
 )
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
@@ -35,6 +38,7 @@ from table_topic.convert.conform import conform_table
 from table_topic.errors import SchemaEvolutionError, TableTopicError
 from table_topic.evolution import check_compatible, evolve_schema
 from table_topic.partitioning import evolve_spec
+from table_topic.rowdelta import RowDelta, find_position_deletes, write_position_delete_files
 
 __all__ = ["OFFSETS_PROPERTY", "CommitResult", "TableWriter", "committed_offsets"]
 
@@ -44,6 +48,7 @@ OFFSETS_PROPERTY = "tidelake.offsets"
 TOPIC_PROPERTY = "tidelake.topic"
 TOPIC_ID_PROPERTY = "tidelake.topic.id"
 _DELETE_OPS = {"d", "delete", "D", "DELETE"}
+_CONFLICT_RETRIES = 4
 
 
 def _parse_offsets(text: str) -> dict[int, int]:
@@ -204,6 +209,25 @@ class TableWriter:
         offsets: dict[int, int],
         extra_properties: dict[str, str] | None = None,
     ) -> CommitResult:
+        """One snapshot with ``tables`` and ``offsets``; re-planned if a concurrent writer
+        (Spark compaction) changed the files a keyed commit's deletes point at."""
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                return self._commit_once(tables, offsets, extra_properties)
+            except (CommitFailedException, ValidationException) as exc:
+                # both guarantee that nothing landed: plan again on the new snapshot
+                if attempt == _CONFLICT_RETRIES:
+                    raise
+                log.info("table %s: concurrent change, re-planning the commit: %s", self.identifier, exc)
+                self.load(refresh=True)
+        raise AssertionError("unreachable")
+
+    def _commit_once(
+        self,
+        tables: list[pa.Table],
+        offsets: dict[int, int],
+        extra_properties: dict[str, str] | None,
+    ) -> CommitResult:
         table = self.load(refresh=False) or self._create()
         offsets_json = json.dumps(
             {str(k): v for k, v in sorted(offsets.items())}, separators=(",", ":")
@@ -231,10 +255,29 @@ class TableWriter:
         )
         deleted = 0
         if self.cfg.keyed and data.num_rows:
-            data, delete_filter, deleted = _upsert_plan(data, self.cfg)
+            data, delete_filter, deleted, keys = _upsert_plan(data, self.cfg)
+            delta = RowDelta(txn, snapshot_properties=props)
             if delete_filter is not None and table.current_snapshot() is not None:
-                txn.delete(delete_filter, snapshot_properties=props)
-        txn.append(data, snapshot_properties=props)
+                found = find_position_deletes(table, delete_filter, keys)
+                if found:
+                    delete_files = write_position_delete_files(
+                        table.io,
+                        table.location_provider(),
+                        found,
+                        delta.commit_uuid,
+                    )
+                    delta.add_position_deletes(delete_files, (d.data_file for d in found))
+            if data.num_rows:
+                for f in _dataframe_to_data_files(
+                    table_metadata=txn.table_metadata,
+                    write_uuid=delta.commit_uuid,
+                    df=data,
+                    io=table.io,
+                ):
+                    delta.append_data_file(f)
+            delta.commit()
+        else:
+            txn.append(data, snapshot_properties=props)
         txn.set_properties(
             {
                 OFFSETS_PROPERTY: offsets_json,
@@ -303,8 +346,9 @@ def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
 
 def _upsert_plan(
     data: pa.Table, cfg: TableTopicConfig
-) -> tuple[pa.Table, BooleanExpression | None, int]:
-    """Dedupe by id (last by timestamp, then offset), and the filter deleting the ids' old rows."""
+) -> tuple[pa.Table, BooleanExpression | None, int, pa.Table]:
+    """Dedupe by id (last by timestamp, then offset); the filter and the distinct non-null
+    ids (one column per id column) that find the ids' old rows."""
     ids = list(cfg.id_columns)
     missing = [c for c in ids if c not in data.column_names]
     if missing:
@@ -324,6 +368,9 @@ def _upsert_plan(
     keep = pc.sort_indices(last.column("__pos_max"))
     data = data.take(last.column("__pos_max").take(keep)).drop_columns(["__pos"])
     ops = _op_column(data, cfg)
+    keys = data.select(ids)
+    for c in ids:
+        keys = keys.filter(pc.is_valid(keys.column(c)))
     id_values = [data.column(c).to_pylist() for c in ids]
     rows_ids = [tuple(v[i] for v in id_values) for i in range(data.num_rows)]
     rows_ids = [r for r in rows_ids if all(x is not None for x in r)]
@@ -343,4 +390,4 @@ def _upsert_plan(
         is_delete = pc.fill_null(is_delete, False)
         deleted = pc.sum(is_delete).as_py() or 0
         data = data.filter(pc.invert(is_delete))
-    return data, delete_filter, deleted
+    return data, delete_filter, deleted, keys

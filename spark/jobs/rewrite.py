@@ -8,6 +8,7 @@ conflict with a rewrite; deletes of rewritten files do, and those attempts retry
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from spark.jobs.result import JobResult
 __all__ = ["rewrite_data_files", "rewrite_manifests", "rewrite_position_delete_files"]
 
 _STRATEGIES = ("binpack", "sort")
+_NESTED_COLUMN_BUG = "Invalid partition field parent"
+_log = logging.getLogger(__name__)
 
 
 def _metrics(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -95,16 +98,49 @@ def rewrite_position_delete_files(
     options: Mapping[str, str] | None = None,
     attempts: int = 4,
 ) -> JobResult:
-    """Compact position delete files and drop deletes that point at removed data files."""
+    """Compact position delete files and drop deletes that point at removed data files.
+
+    Iceberg 1.10's procedure cannot read the deletes of a table with a list or map
+    column (apache/iceberg#15080: "Invalid partition field parent"), and every table
+    topic has one (``_kafka_headers``). There the job applies the deletes instead:
+    it rewrites the data files that have any (``delete-file-threshold`` 1) and removes
+    the delete files left dangling, which leaves the table with no deletes at all.
+    """
     arguments: dict[str, Any] = {"table": quote_identifier(table)}
     if options:
         arguments["options"] = dict(options)
     start = time.monotonic()
-    rows = with_conflict_retries(
-        lambda: call_procedure(session, catalog, "rewrite_position_delete_files", arguments),
-        what=f"rewrite_position_delete_files {table}",
-        attempts=attempts,
-    )
+    try:
+        rows = with_conflict_retries(
+            lambda: call_procedure(session, catalog, "rewrite_position_delete_files", arguments),
+            what=f"rewrite_position_delete_files {table}",
+            attempts=attempts,
+        )
+    except MaintenanceJobError as exc:
+        if _NESTED_COLUMN_BUG not in str(exc.__cause__ or exc):
+            raise
+        _log.warning(
+            "rewrite_position_delete_files %s: Iceberg cannot read deletes of tables with "
+            "list/map columns; applying them with rewrite_data_files instead",
+            table,
+        )
+        folded = rewrite_data_files(
+            session,
+            catalog,
+            table,
+            # new files take the commit's sequence number, so every delete file that
+            # pointed at the rewritten files is below it: dangling, and removed
+            options={
+                "delete-file-threshold": "1",
+                "remove-dangling-deletes": "true",
+                "use-starting-sequence-number": "false",
+            },
+            attempts=attempts,
+        )
+        metrics = {**folded.metrics, "deletes_applied_by_data_rewrite": 1}
+        return JobResult(
+            "rewrite_position_delete_files", table, metrics, seconds=time.monotonic() - start
+        )
     return JobResult(
         "rewrite_position_delete_files", table, _metrics(rows), seconds=time.monotonic() - start
     )

@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from catalog.config import CatalogSettings
+from spark.jobs.rewrite import rewrite_position_delete_files
 from tests.integration.spark.conftest import start_spark
 from tests.integration.table_topic.conftest import TT_ENV, TableTopics
 from tests.support.platform import TidelakeProcess
@@ -181,3 +182,92 @@ def test_upserted_table_reads_the_latest_row_per_id_in_spark(
     got = {r.id: r.v for r in spark.sql(f"SELECT id, v FROM tidelake.default.{topic}").collect()}
     assert got == ref
     assert spark.sql(f"SELECT count(*) c FROM tidelake.default.{topic}").collect()[0].c == len(ref)
+    # merge-on-read: the replaced rows are hidden by position delete files, which Spark applies
+    kinds = {
+        r.content: r.n
+        for r in spark.sql(
+            f"SELECT content, count(*) n FROM tidelake.default.{topic}.all_delete_files GROUP BY 1"
+        ).collect()
+    }
+    assert kinds.get(1, 0) >= 2 and 2 not in kinds  # position deletes only, one file per commit+
+
+
+CDC_ROW = {
+    "type": "record",
+    "name": "Change",
+    "namespace": "kv",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "v", "type": "string"},
+        {"name": "op", "type": "string"},
+    ],
+}
+
+
+def test_cdc_table_with_deletes_reads_the_reference_in_spark(
+    served: TidelakeProcess, spark: Any
+) -> None:
+    tt = TableTopics(served)
+    topic = "changes"
+    tt.create_topic(
+        topic,
+        partitions=2,
+        **{
+            "table.topic.convert.value.type": "by_schema_id",
+            "table.topic.transform.value.type": "flatten",
+            "table.topic.id.columns": "id",
+            "table.topic.cdc.field": "op",
+            "table.topic.partition.by": "[bucket(id, 4)]",
+        },
+    )
+    ser = AvroSerializer(SchemaRegistryClient({"url": served.registry_url}), json.dumps(CDC_ROW))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    rnd = random.Random(5)
+    ref: dict[int, str] = {}
+    for wave in range(3):
+        batch = []
+        for n in range(150):
+            i = rnd.randrange(50)
+            if i in ref and rnd.random() < 0.35:
+                op = "d"
+                ref.pop(i)
+            else:
+                op = "u" if i in ref else "c"
+                ref[i] = f"w{wave}-{n}"
+            # the key picks the partition: all changes of one id stay in order
+            batch.append((str(i).encode(), ser({"id": i, "v": ref.get(i, "-"), "op": op}, ctx)))
+        tt.produce(topic, batch)
+        tt.wait_rows(
+            topic,
+            len(ref),
+            timeout=40,
+            check=lambda t: (
+                dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == ref
+                and t.num_rows == len(ref)
+            ),
+        )
+    got = {r.id: r.v for r in spark.sql(f"SELECT id, v FROM tidelake.default.{topic}").collect()}
+    assert got == ref
+    deletes = spark.sql(
+        f"SELECT count(*) c FROM tidelake.default.{topic}.delete_files WHERE content = 1"
+    ).collect()[0].c
+    assert deletes > 0
+    # Spark maintenance takes our delete files: the delete rewrite job (which, for a
+    # table with a list column, applies them to the data) leaves the reference rows and
+    # no delete file behind
+    r = rewrite_position_delete_files(
+        spark, "tidelake", f"default.{topic}", options={"rewrite-all": "true"}
+    )
+    assert r.metrics["rewritten_data_files_count"] > 0
+    spark.sql(f"REFRESH TABLE tidelake.default.{topic}")
+    got = {r.id: r.v for r in spark.sql(f"SELECT id, v FROM tidelake.default.{topic}").collect()}
+    assert got == ref
+    left = spark.sql(f"SELECT count(*) c FROM tidelake.default.{topic}.delete_files").collect()[0].c
+    assert left == 0
+    assert _as_map(tt.table(topic).scan().to_arrow()) == ref
+
+
+def _as_map(t: Any) -> dict[int, str]:
+    ids = t.column("id").to_pylist()
+    assert len(ids) == len(set(ids))
+    return dict(zip(ids, t.column("v").to_pylist(), strict=True))

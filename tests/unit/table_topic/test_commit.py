@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -136,3 +137,128 @@ def test_upsert_with_composite_ids_and_many_keys(catalog: SqlCatalog) -> None:
     )
     got = catalog.load_table(("default", "t")).scan().to_arrow()
     assert got.num_rows == n and set(got.column("v").to_pylist()) == {"new"}
+
+
+def _as_map(t: pa.Table) -> dict[int, str]:
+    ids = t.column("id").to_pylist()
+    assert len(ids) == len(set(ids)), "an id appears twice"
+    return dict(zip(ids, t.column("v").to_pylist(), strict=True))
+
+
+def _kv(offsets: list[int], ids: list[int], vs: list[str]) -> pa.Table:
+    return rows(offsets, {"id": pa.array(ids, pa.int64()), "v": pa.array(vs)})
+
+
+def test_upsert_is_merge_on_read_with_position_deletes(catalog: SqlCatalog) -> None:
+    c = cfg(**{"table.topic.id.columns": "id", "table.topic.upsert.enable": "true"})
+    w = TableWriter(catalog, c, 1 << 20)
+    w.commit([_kv([0, 1, 2, 3], [1, 2, 3, 4], ["a", "b", "c", "d"])], {0: 4})
+    first = catalog.load_table(("default", "t"))
+    first_files = {t.file.file_path for t in first.scan().plan_files()}
+    w.commit([_kv([4, 5], [2, 4], ["B", "D"])], {0: 6})
+    t = catalog.load_table(("default", "t"))
+    snap = t.current_snapshot()
+    assert snap is not None and snap.summary is not None
+    extra = snap.summary.additional_properties
+    # the first commit's file stays; two of its rows are hidden by one position delete file
+    assert snap.summary.operation.value == "overwrite"
+    assert extra.get("added-position-delete-files") == "1"
+    assert extra.get("added-position-deletes") == "2"
+    assert "deleted-data-files" not in extra
+    assert first_files <= {task.file.file_path for task in t.scan().plan_files()}
+    tasks = [task for task in t.scan().plan_files() if task.file.file_path in first_files]
+    assert len(tasks) == 1 and len(tasks[0].delete_files) == 1
+    (delete_file,) = tasks[0].delete_files
+    dels = pq.read_table(delete_file.file_path.removeprefix("file://"))
+    assert dels.column_names == ["file_path", "pos"]
+    assert dels.column("file_path").to_pylist() == [tasks[0].file.file_path] * 2
+    assert dels.column("pos").to_pylist() == [1, 3]  # ids 2 and 4 were rows 1 and 3
+    assert _as_map(t.scan().to_arrow()) == {1: "a", 2: "B", 3: "c", 4: "D"}
+    # replacing id 2 again deletes only the live row, not the already-deleted one again
+    w.commit([_kv([6], [2], ["BB"])], {0: 7})
+    t = catalog.load_table(("default", "t"))
+    assert t.current_snapshot().summary.additional_properties["added-position-deletes"] == "1"  # type: ignore[union-attr]
+    assert _as_map(t.scan().to_arrow()) == {1: "a", 2: "BB", 3: "c", 4: "D"}
+    assert committed_offsets(t) == {0: 7}
+
+
+def test_cdc_deletes_on_a_partitioned_table_land_in_the_data_files_partition(
+    catalog: SqlCatalog,
+) -> None:
+    c = cfg(
+        **{
+            "table.topic.id.columns": "id",
+            "table.topic.cdc.field": "op",
+            "table.topic.partition.by": "[bucket(id, 4)]",
+        }
+    )
+    w = TableWriter(catalog, c, 1 << 20)
+    n = 200
+    ref = {i: f"v{i}" for i in range(n)}
+    w.commit(
+        [
+            rows(
+                list(range(n)),
+                {
+                    "id": pa.array(list(range(n)), pa.int64()),
+                    "v": pa.array([ref[i] for i in range(n)]),
+                    "op": pa.array(["c"] * n),
+                },
+            )
+        ],
+        {0: n},
+    )
+    gone = list(range(0, n, 3))
+    upd = list(range(1, n, 3))
+    for i in gone:
+        ref.pop(i)
+    for i in upd:
+        ref[i] = f"u{i}"
+    ids = gone + upd
+    w.commit(
+        [
+            rows(
+                list(range(n, n + len(ids))),
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "v": pa.array([ref.get(i, "x") for i in ids]),
+                    "op": pa.array(["d"] * len(gone) + ["u"] * len(upd)),
+                },
+            )
+        ],
+        {0: n + len(ids)},
+    )
+    t = catalog.load_table(("default", "t"))
+    assert _as_map(t.scan().to_arrow()) == ref
+    for task in t.scan().plan_files():
+        for d in task.delete_files:
+            assert d.partition == task.file.partition and d.spec_id == task.file.spec_id
+    extra = t.current_snapshot().summary.additional_properties  # type: ignore[union-attr]
+    assert int(extra["added-position-delete-files"]) == 4  # one per bucket
+    assert int(extra["added-position-deletes"]) == len(ids)
+
+
+def test_a_concurrent_rewrite_of_the_deleted_rows_file_makes_the_commit_plan_again(
+    catalog: SqlCatalog,
+) -> None:
+    """Spark compaction replacing the file a position delete points at, between our
+    planning and our commit: the commit must not land deletes against a dead file."""
+    c = cfg(**{"table.topic.id.columns": "id", "table.topic.upsert.enable": "true"})
+    rewrites = []
+
+    def rewrite_once(point: str) -> None:
+        if point != "files_written" or rewrites:
+            return
+        other = catalog.load_table(("default", "t"))
+        live = other.scan().to_arrow()
+        other.overwrite(live)  # new files with the same rows, old ones removed
+        rewrites.append(live.num_rows)
+
+    w = TableWriter(catalog, c, 1 << 20)
+    w.commit([_kv([0, 1, 2], [1, 2, 3], ["a", "b", "c"])], {0: 3})
+    w._fault = rewrite_once
+    w.commit([_kv([3, 4], [1, 3], ["A", "C"])], {0: 5})
+    assert rewrites == [3]
+    t = catalog.load_table(("default", "t"))
+    assert _as_map(t.scan().to_arrow()) == {1: "A", 2: "b", 3: "C"}
+    assert committed_offsets(t) == {0: 5}
