@@ -282,7 +282,8 @@ def table_topic_config_defs(settings: TableTopicSettings | None = None) -> list[
             "table.topic.errors.tolerance",
             "string",
             "invalid_data",
-            "none|invalid_data|all",
+            "none: stop at a bad record | invalid_data: dead-letter bad records, stop on "
+            "other errors | all: dead-letter every record that cannot be converted",
             _one_of(ErrorsTolerance),
         ),
         d("table.topic.errors.dlq.topic", "string", "", "dead-letter topic (default <topic>.dlq)"),

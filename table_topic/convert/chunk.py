@@ -26,7 +26,7 @@ from table_topic.config import ConvertType, ErrorsTolerance, TableTopicConfig, T
 from table_topic.convert.records import RecordColumns, read_columns
 from table_topic.decode.base import PayloadDecoder
 from table_topic.decode.protobuf import ProtobufDecoder
-from table_topic.decode.resolver import SchemaResolver
+from table_topic.decode.resolver import LookupPending, SchemaResolver
 from table_topic.errors import InvalidDataError, TableTopicError
 
 __all__ = ["ConvertedChunk", "DeadLetter", "convert_batches", "convert_records", "METADATA_FIELDS"]
@@ -91,8 +91,15 @@ def _side_kinds(
     resolver: SchemaResolver,
     subject: str,
     message: str,
+    tolerate_all: bool = False,
 ) -> tuple[list[Any], list[str | None]]:
-    """Per payload: a decoder key (or an error message) and the body to decode."""
+    """Per payload: a decoder key (or the exception that rules it out) and the body to decode.
+
+    A payload whose schema is not in the registry is invalid data. A schema that is
+    there but cannot be used (a registry failure, a type no table column can hold)
+    is not the record's fault: it stops the table until fixed, unless
+    ``errors.tolerance=all`` dead-letters it too.
+    """
     keys: list[Any] = []
     bodies: list[Any] = []
     if kind is ConvertType.RAW or kind is ConvertType.STRING:
@@ -105,6 +112,12 @@ def _side_kinds(
             latest = resolver.latest(subject, message)
         except InvalidDataError as exc:
             latest_error = str(exc)
+        except LookupPending:
+            raise
+        except Exception as exc:
+            if not tolerate_all:
+                raise
+            latest_error = f"{type(exc).__name__}: {exc}"
     if kind is ConvertType.BY_LATEST_SCHEMA:
         for p in payloads:
             if p is None:
@@ -136,6 +149,12 @@ def _side_kinds(
             try:
                 dec = resolver.by_id(sid, message)
             except InvalidDataError as exc:
+                dec = exc
+            except LookupPending:
+                raise
+            except Exception as exc:
+                if not tolerate_all:
+                    raise
                 dec = exc
             cache[sid] = dec
         keys.append(dec)
@@ -254,24 +273,33 @@ def convert_columns(
     n = len(records)
     if not n:
         return chunk
+    tolerate_all = cfg.errors_tolerance is ErrorsTolerance.ALL
     vkeys, vbodies = _side_kinds(
-        records.values, cfg.value_type, resolver, cfg.value_subject, cfg.value_message
+        records.values,
+        cfg.value_type,
+        resolver,
+        cfg.value_subject,
+        cfg.value_message,
+        tolerate_all,
     )
     if cfg.key_type is ConvertType.RAW:
         kkeys: list[Any] = [None] * n
         kbodies: list[Any] = [None] * n
     else:
         kkeys, kbodies = _side_kinds(
-            records.keys, cfg.key_type, resolver, cfg.key_subject, cfg.key_message
+            records.keys, cfg.key_type, resolver, cfg.key_subject, cfg.key_message, tolerate_all
         )
     dead: dict[int, str] = {}
+    kinds: dict[int, str] = {}  # error class of a dead record, when not InvalidDataError
     for i, k in enumerate(vkeys):
         if isinstance(k, Exception):
             dead[i] = str(k)
+            kinds[i] = type(k).__name__
     if cfg.key_type is not ConvertType.RAW:
         for i, k in enumerate(kkeys):
             if isinstance(k, Exception) and i not in dead:
                 dead[i] = str(k)
+                kinds[i] = type(k).__name__
     i = 0
     if not dead and vkeys.count(vkeys[0]) == n and kkeys.count(kkeys[0]) == n:
         # the common case: one schema for the whole chunk
@@ -317,7 +345,7 @@ def convert_columns(
                 r.value,
                 r.headers,
                 dead[idx],
-                "InvalidDataError",
+                kinds.get(idx, "InvalidDataError"),
             )
         )
     if dead and cfg.errors_tolerance is ErrorsTolerance.NONE:

@@ -22,7 +22,7 @@ from typing import Any
 from ingest.protocol.records import BatchHeader
 from table_topic.config import TableTopicConfig
 from table_topic.convert.chunk import ConvertedChunk, convert_batches
-from table_topic.decode.resolver import RegistryLike, SchemaResolver
+from table_topic.decode.resolver import LookupPending, RegistryLike, SchemaResolver
 
 __all__ = ["ProcessConverter", "SchemaLookupNeeded"]
 
@@ -31,7 +31,7 @@ _NOT_FOUND = "__not_found__"
 _LATEST_TTL_S = 5.0
 
 
-class SchemaLookupNeeded(Exception):
+class SchemaLookupNeeded(LookupPending):
     def __init__(self, key: LookupKey) -> None:
         super().__init__(repr(key))
         self.key = key

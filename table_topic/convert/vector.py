@@ -26,7 +26,7 @@ from table_topic.config import ConvertType, TableTopicConfig
 from table_topic.convert.chunk import ConvertedChunk, assemble_columns
 from table_topic.decode.avro import AvroDecoder
 from table_topic.decode.avro_bulk import bulk_available, decode_container_block
-from table_topic.decode.resolver import SchemaResolver
+from table_topic.decode.resolver import LookupPending, SchemaResolver
 from table_topic.errors import InvalidDataError
 
 __all__ = ["convert_vectorised"]
@@ -172,8 +172,10 @@ def convert_vectorised(
         return None
     try:
         decoder = resolver.by_id(int(ids[0]))
-    except InvalidDataError:
-        return None
+    except LookupPending:
+        raise
+    except Exception:
+        return None  # the general path applies errors.tolerance to it
     if not isinstance(decoder, AvroDecoder):
         return None
     body_bytes, body_offsets = _gather(arr, vstart + 5, vlen - 5)

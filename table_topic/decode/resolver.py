@@ -19,7 +19,12 @@ from table_topic.decode.jsonschema import JsonSchemaDecoder
 from table_topic.decode.protobuf import ProtobufDecoder
 from table_topic.errors import InvalidDataError, TableTopicError
 
-__all__ = ["SchemaResolver", "RegistryLike"]
+__all__ = ["LookupPending", "RegistryLike", "SchemaResolver"]
+
+
+class LookupPending(Exception):  # noqa: N818 - a signal, not a failure
+    """Raised by a resolver that must have a schema fetched elsewhere first (a worker
+    process asks its parent). Neither invalid data nor a failure: never tolerated."""
 
 
 class RegistryLike(Protocol):

@@ -332,3 +332,79 @@ async def test_table_writes_take_the_table_write_share_of_the_rate_limiter(
         assert limiter.bytes[TrafficClass.TABLE_WRITE] >= 500 * 100
     finally:
         await p.stop()
+
+
+NODE = {  # recursive: valid Avro, but no Iceberg column can hold it
+    "type": "record",
+    "name": "Node",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "next", "type": ["null", "Node"], "default": None},
+    ],
+}
+
+
+def framed(schema_id: int, body: bytes) -> bytes:
+    return b"\x00" + struct.pack(">i", schema_id) + body
+
+
+async def read_all(p: Platform, topic: str) -> list[Any]:
+    from contextlib import aclosing
+
+    from ingest.protocol.records import decode_records
+
+    assert p.broker is not None
+    t = p.broker.logs.get(topic)
+    if t is None:
+        return []
+    out: list[Any] = []
+    for plog in t.partitions:
+        async with aclosing(plog.scan(0)) as scan:
+            async for view, h, _ in scan:
+                out.extend(decode_records(view, h))
+                if h.last_offset + 1 >= plog.high_watermark:
+                    break
+    return out
+
+
+async def test_errors_tolerance_all_dead_letters_what_invalid_data_stops_at(
+    platform: Platform,
+) -> None:
+    """A schema the table cannot use is not bad data: `invalid_data` stops the table (and
+    keeps the records for when it is fixed); `all` dead-letters those records too."""
+    p = platform
+    assert p.broker is not None
+    row_id = register(p, "tol-row", ROW)
+    node_id = register(p, "tol-node", NODE)
+    good1 = framed(row_id, avro({"id": 1, "v": "a"}))
+    bad = framed(node_id, avro({"id": 2, "next": {"id": 3, "next": None}}, NODE))
+    junk = b"\x00\x00\x00\x7f\x7f" + b"??"  # an id the registry never issued: invalid data
+    good2 = framed(row_id, avro({"id": 4, "v": "b"}))
+    base = {
+        "table.topic.enable": "true",
+        "table.topic.convert.value.type": "by_schema_id",
+        "table.topic.transform.value.type": "flatten",
+    }
+    await p.broker.logs.create_topic("tol-all", 1, 1, {**base, "table.topic.errors.tolerance": "all"})
+    await p.broker.logs.create_topic("tol-data", 1, 1, base)
+    for topic in ("tol-all", "tol-data"):
+        await append(p, topic, [(None, good1), (None, bad), (None, junk), (None, good2)])
+    catalog = table_catalog(Path(p.settings.data_dir))
+
+    await wait_for(lambda: status_of(p, "tol-all")["committed_offsets"].get(0) == 4)
+    table_name = status_of(p, "tol-all")["table"]
+    t = catalog.load_table(tuple(table_name.split("."))).scan().to_arrow()
+    assert sorted(t.column("id").to_pylist()) == [1, 4]
+    dead = await read_all(p, "tol-all.dlq")
+    by_offset = {int(dict(r.headers)["tidelake.source.offset"]): dict(r.headers) for r in dead}
+    assert set(by_offset) == {1, 2}
+    assert b"recursive" in by_offset[1]["tidelake.error"]
+    assert by_offset[1]["tidelake.error.class"] == b"TableTopicError"
+    assert by_offset[2]["tidelake.error.class"] == b"InvalidDataError"
+    assert status_of(p, "tol-all")["dead_letters"] == 2
+
+    await wait_for(lambda: status_of(p, "tol-data")["state"] == "error")
+    s = status_of(p, "tol-data")
+    assert "recursive" in (s["last_error"] or "")
+    assert s["committed_offsets"].get(0, 0) == 0 and s["lag"] == 4
+    assert await read_all(p, "tol-data.dlq") == []
