@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import suppress
 from typing import Any
@@ -23,6 +21,7 @@ from api.settings import Settings
 from ingest.broker import Broker
 from ingest.config import parse_hostport
 from ingest.metadata import open_metadata_store
+from ingest.runtime import tune_for_latency
 from ingest.s3stream.factory import open_engine
 from ingest.s3stream.objectstore.factory import open_object_store
 
@@ -158,14 +157,7 @@ async def _main(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await platform.start()
-    # Long-lived start-up objects need no more collection; a larger first
-    # generation threshold keeps collector pauses off the produce path.
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
-    # The WAL's writer thread must get the GIL back promptly after each fsync,
-    # or a busy event loop adds up to 5 ms (the default interval) to acks.
-    sys.setswitchinterval(0.001)
+    tune_for_latency()
     print(
         f"tidelake ready: kafka={settings.process.kafka_listen} registry={settings.process.registry_listen} "
         f"http={settings.process.http_listen} data={settings.data_dir}",
