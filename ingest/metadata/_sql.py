@@ -193,39 +193,46 @@ class SqlMetadataStore(ABC):
             return self._counter(cur, "object_id")
 
     def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
+        self.commit_objects([obj], compacted)
+
+    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
         with self._tx() as cur:
-            for r in obj.ranges:
-                cur.execute(
-                    f"UPDATE streams SET end_offset = {self._greatest}(end_offset, ?) WHERE stream_id = ?",
-                    (r.end_offset, r.stream_id),
-                )
-                if cur.rowcount == 0:
-                    raise UnknownStreamError(f"unknown stream {r.stream_id}")
-            cur.execute(
-                "INSERT INTO objects VALUES (?, ?, ?, ?, ?)",
-                (obj.object_id, obj.key, obj.size, obj.kind, obj.created_ms),
-            )
-            cur.executemany(
-                "INSERT INTO object_ranges VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        obj.object_id,
-                        i,
-                        r.stream_id,
-                        r.start_offset,
-                        r.end_offset,
-                        r.position,
-                        r.length,
-                    )
-                    for i, r in enumerate(obj.ranges)
-                ],
-            )
-            cur.execute(
-                "INSERT INTO counters(name, value) VALUES ('object_id', ?) "
-                f"ON CONFLICT(name) DO UPDATE SET value = {self._greatest}(counters.value, excluded.value)",
-                (obj.object_id,),
-            )
+            for obj in objs:
+                self._insert_object(cur, obj)
             self._delete_objects(cur, compacted)
+
+    def _insert_object(self, cur: Cursor, obj: ObjectRecord) -> None:
+        for r in obj.ranges:
+            cur.execute(
+                f"UPDATE streams SET end_offset = {self._greatest}(end_offset, ?) WHERE stream_id = ?",
+                (r.end_offset, r.stream_id),
+            )
+            if cur.rowcount == 0:
+                raise UnknownStreamError(f"unknown stream {r.stream_id}")
+        cur.execute(
+            "INSERT INTO objects VALUES (?, ?, ?, ?, ?)",
+            (obj.object_id, obj.key, obj.size, obj.kind, obj.created_ms),
+        )
+        cur.executemany(
+            "INSERT INTO object_ranges VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    obj.object_id,
+                    i,
+                    r.stream_id,
+                    r.start_offset,
+                    r.end_offset,
+                    r.position,
+                    r.length,
+                )
+                for i, r in enumerate(obj.ranges)
+            ],
+        )
+        cur.execute(
+            "INSERT INTO counters(name, value) VALUES ('object_id', ?) "
+            f"ON CONFLICT(name) DO UPDATE SET value = {self._greatest}(counters.value, excluded.value)",
+            (obj.object_id,),
+        )
 
     @staticmethod
     def _delete_objects(cur: Cursor, object_ids: Iterable[int]) -> None:

@@ -124,6 +124,11 @@ class MetadataStore(Protocol):
         """Atomically add ``obj`` (advancing each stream's end_offset) and
         remove the objects whose ids are in ``compacted``."""
 
+    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
+        """Atomically add every object of ``objs`` and remove ``compacted``: a
+        compaction that splits its input into several objects becomes visible
+        all at once, or not at all."""
+
     def objects_for_stream(
         self, stream_id: int, start_offset: int, end_offset: int, limit: int | None = None
     ) -> list[ObjectRecord]:

@@ -121,16 +121,21 @@ class MemoryMetadataStore:
             return oid
 
     def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
+        self.commit_objects([obj], compacted)
+
+    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
         with self._lock:
-            for r in obj.ranges:
-                self._stream(r.stream_id)
-            for r in obj.ranges:
-                rec = self._streams[r.stream_id]
-                if r.end_offset > rec.end_offset:
-                    self._streams[r.stream_id] = replace(rec, end_offset=r.end_offset)
-            self._objects[obj.object_id] = obj
-            if obj.object_id >= self._next_object_id:
-                self._next_object_id = obj.object_id + 1
+            for obj in objs:  # validate everything before changing anything
+                for r in obj.ranges:
+                    self._stream(r.stream_id)
+            for obj in objs:
+                for r in obj.ranges:
+                    rec = self._streams[r.stream_id]
+                    if r.end_offset > rec.end_offset:
+                        self._streams[r.stream_id] = replace(rec, end_offset=r.end_offset)
+                self._objects[obj.object_id] = obj
+                if obj.object_id >= self._next_object_id:
+                    self._next_object_id = obj.object_id + 1
             for oid in compacted:
                 self._objects.pop(oid, None)
 

@@ -203,13 +203,9 @@ class Compactor:
         records: list[ObjectRecord] = []
         for kind, out_runs in outputs:
             records.append(await self._write(kind, out_runs))
-        for i, record in enumerate(records):
-            last = i == len(records) - 1
-            await self._run(
-                self._metadata.commit_object,
-                record,
-                [o.object_id for o in picked] if last else [],
-            )
+        # all outputs and the removal of the inputs in one metadata transaction:
+        # a crash never leaves inputs and some outputs both live
+        await self._run(self._metadata.commit_objects, records, [o.object_id for o in picked])
         await self._objects.delete([o.key for o in picked])
         for o in picked:
             self._on_deleted(o.key)

@@ -165,6 +165,25 @@ class MetadataStoreContract:
         assert [o.object_id for o in store.list_objects()] == [o3]
         assert [o.object_id for o in store.objects_for_stream(a, 0, 20)] == [o3]
 
+    def test_commit_objects_adds_all_outputs_and_removes_inputs_at_once(
+        self, store: MetadataStore
+    ) -> None:
+        a, b = store.create_stream(), store.create_stream()
+        o1 = store.next_object_id()
+        store.commit_object(_object(o1, (a, 0, 10), (b, 0, 10)))
+        o2, o3 = store.next_object_id(), store.next_object_id()
+        store.commit_objects([_object(o2, (a, 0, 10)), _object(o3, (b, 0, 10))], compacted=[o1])
+        assert [o.object_id for o in store.list_objects()] == [o2, o3]
+        assert [o.object_id for o in store.objects_for_stream(b, 0, 10)] == [o3]
+        # one bad output: nothing of the commit happens, the input stays
+        o4, o5 = store.next_object_id(), store.next_object_id()
+        with pytest.raises(UnknownStreamError):
+            store.commit_objects(
+                [_object(o4, (a, 0, 10)), _object(o5, (999, 0, 10))], compacted=[o2, o3]
+            )
+        assert [o.object_id for o in store.list_objects()] == [o2, o3]
+        assert store.next_object_id() > o5
+
     def test_delete_objects(self, store: MetadataStore) -> None:
         a = store.create_stream()
         oid = store.next_object_id()
