@@ -247,6 +247,51 @@ def test_bulk_avro_decoder_matches_fastavro() -> None:
     assert arr.to_pylist() == values
 
 
+def test_bulk_avro_decoder_takes_int_and_long_logical_types() -> None:
+    import datetime as dt
+    import uuid as uuidlib
+
+    from table_topic.decode import avro_bulk
+
+    logical = {
+        "type": "record",
+        "name": "L",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "seen", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+            {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
+            {"name": "tick", "type": {"type": "long", "logicalType": "time-micros"}},
+            {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+        ],
+    }
+    dec = AvroDecoder(1, json.dumps(logical))
+    assert avro_bulk._eligible(dec)
+    base = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    values = [
+        {
+            "id": i,
+            "placed": base + dt.timedelta(milliseconds=7 * i),
+            "seen": None if i % 4 == 0 else base + dt.timedelta(microseconds=13 * i),
+            "local": dt.datetime(2026, 1, 1) + dt.timedelta(seconds=i),
+            "day": dt.date(2026, 1, 1) + dt.timedelta(days=i),
+            "at": dt.time(10, 0, i % 60, (i % 1000) * 1000),
+            "tick": dt.time(0, 0, 0, i),
+            "ref": str(uuidlib.UUID(int=i)),
+        }
+        for i in range(300)
+    ]
+    bodies = [avro_payload(logical, v)[5:] for v in values]
+    bulk = avro_bulk.decode_bulk(dec, bodies)
+    assert bulk is not None  # the bulk path, not the fallback
+    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
+    assert bulk.type == dec.arrow_type
+    assert bulk.to_pylist() == slow.to_pylist()
+    assert bulk.field("placed")[3].as_py() == base + dt.timedelta(milliseconds=21)
+
+
 def test_chunk_conversion_is_fast_enough_for_strings() -> None:
     c = cfg(**{"table.topic.convert.value.type": "string"})
     recs = [rec(i, b"v%d" % i) for i in range(20000)]
