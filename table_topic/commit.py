@@ -32,10 +32,11 @@ from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
+from catalog.properties import REWRITE_LEASE_PROPERTY
 from table_topic.config import TableTopicConfig
 from table_topic.convert.chunk import CDC_OP, METADATA_FIELDS
 from table_topic.convert.conform import conform_table
-from table_topic.errors import SchemaEvolutionError, TableTopicError
+from table_topic.errors import ConcurrentWriterError, SchemaEvolutionError, TableTopicError
 from table_topic.evolution import check_compatible, evolve_schema
 from table_topic.partitioning import evolve_spec
 from table_topic.rowdelta import RowDelta, find_position_deletes, write_position_delete_files
@@ -49,6 +50,7 @@ TOPIC_PROPERTY = "tidelake.topic"
 TOPIC_ID_PROPERTY = "tidelake.topic.id"
 _DELETE_OPS = {"d", "delete", "D", "DELETE"}
 _CONFLICT_RETRIES = 4
+_MAX_REWRITE_WAIT_S = 60.0
 
 
 def _parse_offsets(text: str) -> dict[int, int]:
@@ -145,6 +147,23 @@ class TableWriter:
         table = self.load()
         return committed_offsets(table, self.topic_id) if table is not None else None
 
+    def _wait_for_rewrite(self, table: Table) -> Table:
+        """Hold a keyed commit while a data-file rewrite holds the table's lease (its
+        position deletes would make the rewrite fail); bounded by the lease and by
+        ``_MAX_REWRITE_WAIT_S``."""
+        deadline = time.monotonic() + _MAX_REWRITE_WAIT_S
+        while True:
+            until = table.properties.get(REWRITE_LEASE_PROPERTY)
+            try:
+                left_s = int(until) / 1000 - time.time() if until else 0.0
+            except ValueError:
+                left_s = 0.0
+            if left_s <= 0 or time.monotonic() >= deadline:
+                return table
+            log.info("table %s: a rewrite holds the table; commit waits", self.identifier)
+            time.sleep(min(0.5, left_s))
+            table = self.load(refresh=True) or table
+
     def apply_partition_spec(self) -> bool:
         """Evolve an existing table's spec to ``table.topic.partition.by`` now, without new data.
 
@@ -214,6 +233,8 @@ class TableWriter:
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
                 return self._commit_once(tables, offsets, extra_properties)
+            except ConcurrentWriterError:
+                raise
             except (CommitFailedException, ValidationException) as exc:
                 # both guarantee that nothing landed: plan again on the new snapshot
                 if attempt == _CONFLICT_RETRIES:
@@ -228,7 +249,9 @@ class TableWriter:
         offsets: dict[int, int],
         extra_properties: dict[str, str] | None,
     ) -> CommitResult:
-        table = self.load(refresh=False) or self._create()
+        table = self.load(refresh=self.cfg.keyed) or self._create()
+        if self.cfg.keyed:
+            table = self._wait_for_rewrite(table)
         offsets_json = json.dumps(
             {str(k): v for k, v in sorted(offsets.items())}, separators=(",", ":")
         )
@@ -238,6 +261,18 @@ class TableWriter:
             **({TOPIC_ID_PROPERTY: self.topic_id} if self.topic_id else {}),
             **(extra_properties or {}),
         }
+        # exactly once with more than one writer (a second broker, a zombie): a commit
+        # lands only on top of the offsets it was planned from
+        base_offsets = committed_offsets(table, self.topic_id)
+
+        def same_offsets(head: Table) -> None:
+            now = committed_offsets(head, self.topic_id)
+            if now != base_offsets:
+                raise ConcurrentWriterError(
+                    f"table {'.'.join(self.identifier)}: another writer committed offsets "
+                    f"{now} since this commit was planned from {base_offsets}"
+                )
+
         txn = table.transaction()
         seen: set[str] = set()
         for t in tables:
@@ -254,9 +289,10 @@ class TableWriter:
             else target.empty_table()
         )
         deleted = 0
+        delta = RowDelta(txn, snapshot_properties=props)
+        delta.validate_with(same_offsets)
         if self.cfg.keyed and data.num_rows:
             data, delete_filter, deleted, keys = _upsert_plan(data, self.cfg)
-            delta = RowDelta(txn, snapshot_properties=props)
             if delete_filter is not None and table.current_snapshot() is not None:
                 found = find_position_deletes(table, delete_filter, keys)
                 if found:
@@ -267,17 +303,15 @@ class TableWriter:
                         delta.commit_uuid,
                     )
                     delta.add_position_deletes(delete_files, (d.data_file for d in found))
-            if data.num_rows:
-                for f in _dataframe_to_data_files(
-                    table_metadata=txn.table_metadata,
-                    write_uuid=delta.commit_uuid,
-                    df=data,
-                    io=table.io,
-                ):
-                    delta.append_data_file(f)
-            delta.commit()
-        else:
-            txn.append(data, snapshot_properties=props)
+        if data.num_rows:
+            for f in _dataframe_to_data_files(
+                table_metadata=txn.table_metadata,
+                write_uuid=delta.commit_uuid,
+                df=data,
+                io=table.io,
+            ):
+                delta.append_data_file(f)
+        delta.commit()
         txn.set_properties(
             {
                 OFFSETS_PROPERTY: offsets_json,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pyiceberg.exceptions import ValidationException
+
 from ingest.errors import TidelakeError
 
 __all__ = [
+    "ConcurrentWriterError",
     "TableTopicError",
     "InvalidDataError",
     "SchemaEvolutionError",
@@ -33,4 +36,12 @@ class SchemaEvolutionError(TableTopicError):
 
     Treated as invalid data: dead-lettered under ``invalid_data`` and ``all``,
     stops the table under ``none``; never written into the table.
+    """
+
+
+class ConcurrentWriterError(TableTopicError, ValidationException):
+    """Another writer committed offsets of this topic since this commit was planned.
+
+    Never retried in place (that would commit the same records twice): the
+    coordinator starts again from the offsets now in the table.
     """

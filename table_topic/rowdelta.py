@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,6 +255,12 @@ class RowDelta(_FastAppendFiles):
         )
         self._added_delete_files: list[DataFile] = []
         self._referenced: set[DataFile] = set()
+        self._checks: list[Callable[[Table], None]] = []
+
+    def validate_with(self, check: Callable[[Table], None]) -> None:
+        """Run ``check(refreshed table)`` before a retry lands on a newer snapshot;
+        it raises to refuse the commit."""
+        self._checks.append(check)
 
     def add_position_deletes(self, delete_files: list[DataFile], referenced: Iterable[DataFile]) -> None:
         self._added_delete_files.extend(delete_files)
@@ -263,7 +269,11 @@ class RowDelta(_FastAppendFiles):
             self._operation = Operation.OVERWRITE
 
     def _validate_concurrency(self) -> None:
-        if not self._referenced or self._commit_window is None or self._commit_window.is_empty():
+        if self._commit_window is None or self._commit_window.is_empty():
+            return
+        for check in self._checks:
+            check(self._transaction._table)
+        if not self._referenced:
             return
         head = self._commit_window.head
         if head is None:

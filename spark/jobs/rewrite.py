@@ -13,8 +13,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from catalog.properties import REWRITE_LEASE_PROPERTY
 from spark.errors import MaintenanceJobError
-from spark.jobs._procedures import call_procedure, quote_identifier, with_conflict_retries
+from spark.jobs._procedures import (
+    call_procedure,
+    quote_identifier,
+    sql_string,
+    with_conflict_retries,
+)
 from spark.jobs.result import JobResult
 
 __all__ = ["rewrite_data_files", "rewrite_manifests", "rewrite_position_delete_files"]
@@ -45,8 +51,13 @@ def rewrite_data_files(
     where: str | None = None,
     options: Mapping[str, str] | None = None,
     attempts: int = 4,
+    writer_pause_s: float = 300.0,
 ) -> JobResult:
     """Compact small data files of ``table`` (``ns.name``) into files near the target size.
+
+    While it runs, the table carries a rewrite lease (``REWRITE_LEASE_PROPERTY``, at
+    most ``writer_pause_s`` long): Tidelake's upsert writers hold commits that would
+    add deletes to the files being rewritten, so the rewrite can commit.
 
     ``strategy="sort"`` also orders rows by ``sort_columns`` (``"ts"``, ``"id DESC"``, or
     ``"zorder(a,b)"``; empty means the table's sort order). ``min_input_files`` is the
@@ -69,12 +80,29 @@ def rewrite_data_files(
     if opts:
         arguments["options"] = opts
     start = time.monotonic()
-    rows = with_conflict_retries(
-        lambda: call_procedure(session, catalog, "rewrite_data_files", arguments),
-        what=f"rewrite_data_files {table}",
-        attempts=attempts,
-    )
+    target = f"{quote_identifier([catalog])}.{quote_identifier(table)}"
+    lease_until = int(time.time() * 1000 + writer_pause_s * 1000)
+    _set_lease(session, target, str(lease_until))
+    try:
+        rows = with_conflict_retries(
+            lambda: call_procedure(session, catalog, "rewrite_data_files", arguments),
+            what=f"rewrite_data_files {table}",
+            attempts=attempts,
+        )
+    finally:
+        _set_lease(session, target, None)
     return JobResult("rewrite_data_files", table, _metrics(rows), seconds=time.monotonic() - start)
+
+
+def _set_lease(session: Any, target: str, value: str | None) -> None:
+    if value is None:
+        sql = f"ALTER TABLE {target} UNSET TBLPROPERTIES IF EXISTS ({sql_string(REWRITE_LEASE_PROPERTY)})"
+    else:
+        sql = (
+            f"ALTER TABLE {target} SET TBLPROPERTIES "
+            f"({sql_string(REWRITE_LEASE_PROPERTY)} = {sql_string(value)})"
+        )
+    with_conflict_retries(lambda: session.sql(sql).collect(), what=f"lease on {target}")
 
 
 def rewrite_manifests(session: Any, catalog: str, table: str, *, attempts: int = 4) -> JobResult:

@@ -13,7 +13,7 @@ from ingest.log.topic_config import TopicConfigRegistry
 from table_topic.commit import OFFSETS_PROPERTY, TableWriter, committed_offsets
 from table_topic.config import TableTopicConfig, register_table_topic_configs
 from table_topic.convert.chunk import METADATA_FIELDS
-from table_topic.errors import SchemaEvolutionError
+from table_topic.errors import ConcurrentWriterError, SchemaEvolutionError
 from table_topic.evolution import check_compatible
 
 
@@ -262,3 +262,26 @@ def test_a_concurrent_rewrite_of_the_deleted_rows_file_makes_the_commit_plan_aga
     t = catalog.load_table(("default", "t"))
     assert _as_map(t.scan().to_arrow()) == {1: "A", 2: "b", 3: "C"}
     assert committed_offsets(t) == {0: 5}
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_second_writer_of_the_same_topic_cannot_commit_the_same_offsets_twice(
+    catalog: SqlCatalog, keyed: bool
+) -> None:
+    """Two brokers (or a zombie) converting the same topic: the one that planned from
+    stale offsets is refused instead of appending the same records again."""
+    extra = {"table.topic.id.columns": "id", "table.topic.upsert.enable": "true"} if keyed else {}
+    c = cfg(**extra)
+    first, second = TableWriter(catalog, c, 1 << 20), TableWriter(catalog, c, 1 << 20)
+    first.commit([_kv([0, 1], [1, 2], ["a", "b"])], {0: 2})
+    assert second.offsets() == {0: 2}  # both writers start from the same table state
+    first.commit([_kv([2, 3, 4], [3, 4, 5], ["c", "d", "e"])], {0: 5})
+    with pytest.raises(ConcurrentWriterError):
+        second.commit([_kv([2, 3, 4], [3, 4, 5], ["c", "d", "e"])], {0: 5})
+    t = catalog.load_table(("default", "t"))
+    assert t.scan().to_arrow().num_rows == 5
+    assert committed_offsets(t) == {0: 5}
+    # starting again from the table, as the coordinator does, the second writer goes on
+    assert second.offsets() == {0: 5}
+    second.commit([_kv([5], [6], ["f"])], {0: 6})
+    assert catalog.load_table(("default", "t")).scan().to_arrow().num_rows == 6
