@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ingest.handlers.base import RequestContext
@@ -18,5 +19,23 @@ def api_keys() -> list[dict[str, int]]:
     ]
 
 
+# What Kafka accepts as client_software_name / _version (ApiVersions v3+).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+_INVALID_REQUEST = 42
+
+
+def _valid_software(request: Any) -> bool:
+    name = getattr(request, "client_software_name", None)
+    version = getattr(request, "client_software_version", None)
+    if name is None and version is None:  # v0-v2 carry neither
+        return True
+    return all(
+        isinstance(v, str) and _SOFTWARE.fullmatch(v) is not None for v in (name, version)
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if not _valid_software(request):
+        # as Kafka: the request parsed but names its client in a way the broker refuses
+        return {"error_code": _INVALID_REQUEST, "api_keys": [], "throttle_time": 0}
     return {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0}

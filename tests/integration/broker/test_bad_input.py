@@ -23,6 +23,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
 INVALID_RECORD = 87
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -158,6 +159,29 @@ def test_api_versions_with_an_unsupported_version_gets_a_v0_error_and_the_api_li
         # The connection stays usable: a supported ApiVersions now succeeds.
         resp = c.request(18, 0, {})
         assert int(resp.error_code) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "error"),
+    [
+        ("librdkafka", "2.6.0", 0),
+        ("my-client.x", "1.0.0-rc1", 0),
+        ("", "1.0", INVALID_REQUEST),
+        ("bad name", "1.0", INVALID_REQUEST),
+        ("client", "-1.0", INVALID_REQUEST),
+        ("client", "1.0.", INVALID_REQUEST),
+    ],
+)
+def test_api_versions_v3_checks_the_client_software_name_and_version(
+    broker: TidelakeProcess, name: str, version: str, error: int
+) -> None:
+    with RawClient(broker.bootstrap) as c:
+        resp = c.request(
+            18, 3, {"client_software_name": name, "client_software_version": version}
+        )
+        assert int(resp.error_code) == error
+        assert (len(resp.api_keys) > 0) == (error == 0)
+        assert int(c.request(18, 3, {"client_software_name": "ok", "client_software_version": "1"}).error_code) == 0
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(3, 99), (0, 0), (1, 99), (19, -1)])
