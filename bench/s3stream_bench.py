@@ -62,10 +62,12 @@ class CountingStore:
         self.gets = 0
         self.put_bytes = 0
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
         self.puts += 1
         self.put_bytes += len(data)
-        await self.inner.put(key, data)
+        await self.inner.put(key, data, if_absent=if_absent)
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         self.gets += 1

@@ -14,8 +14,9 @@ Assembly (the broker)::
 
 Errors (all ``StorageError``): ``Stream.append`` raises synchronously, before
 taking an offset, ``StreamBackpressureError`` (retriable: uploads are behind),
-``StreamFencedError`` (a WAL write failed; restart), ``EngineClosedError`` or
-``UnknownStreamError``; its awaitable fails with ``StorageError`` if the WAL
+``StreamFencedError`` (a WAL write failed, or, as ``WalFencedError``, another
+broker recovered the object WAL and owns it now; restart), ``EngineClosedError``
+or ``UnknownStreamError``; its awaitable fails with ``StorageError`` if the WAL
 write fails. ``fetch`` and ``trim`` raise ``OffsetOutOfRangeError`` outside
 ``[start_offset, confirm_offset]``.
 """
@@ -27,12 +28,14 @@ from ingest.s3stream.config import S3StreamConfig
 from ingest.s3stream.engine import S3StreamEngine
 from ingest.s3stream.errors import (
     EngineClosedError,
+    ObjectExistsError,
     ObjectNotFoundError,
     OffsetOutOfRangeError,
     StreamBackpressureError,
     StreamError,
     StreamFencedError,
     UnknownStreamError,
+    WalFencedError,
 )
 from ingest.s3stream.factory import open_engine
 from ingest.s3stream.memory_engine import MemoryStreamEngine
@@ -46,6 +49,7 @@ __all__ = [
     "MemoryStreamEngine",
     "NetworkRateLimiter",
     "ObjectWriteAheadLog",
+    "ObjectExistsError",
     "ObjectNotFoundError",
     "ObjectStore",
     "OffsetOutOfRangeError",
@@ -57,6 +61,7 @@ __all__ = [
     "StreamBackpressureError",
     "StreamError",
     "StreamFencedError",
+    "WalFencedError",
     "TrafficClass",
     "UnknownStreamError",
     "WriteAheadLog",

@@ -9,8 +9,10 @@ __all__ = [
     "UnknownStreamError",
     "OffsetOutOfRangeError",
     "StreamFencedError",
+    "WalFencedError",
     "StreamBackpressureError",
     "ObjectNotFoundError",
+    "ObjectExistsError",
     "EngineClosedError",
 ]
 
@@ -31,6 +33,12 @@ class StreamFencedError(StreamError):
     """The engine hit an unrecoverable write error; it accepts no more appends."""
 
 
+class WalFencedError(StreamFencedError):
+    """Another broker recovered this write-ahead log and fenced it: its appends
+    are refused and none still pending is ever acknowledged (the successor owns
+    the data; this broker must stop serving it)."""
+
+
 class StreamBackpressureError(StreamError):
     """Too much data waits for upload (object storage is slow or down); the
     append was refused before taking an offset. Retriable: try again later."""
@@ -42,3 +50,7 @@ class EngineClosedError(StreamError):
 
 class ObjectNotFoundError(StorageError):
     """The object store has no object with that key."""
+
+
+class ObjectExistsError(StorageError):
+    """A create-only put (``if_absent=True``) found an object under that key."""

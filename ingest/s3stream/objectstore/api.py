@@ -20,6 +20,13 @@ class ObjectStore(Protocol):
     Guarantees:
     - ``put`` is atomic and durable once it returns: readers see the whole
       object or nothing, and a returned put survives a crash.
+    - ``put(..., if_absent=True)`` is create-only: it stores the object only if
+      no object has that key, atomically (of two such puts of one key at most
+      one succeeds), and otherwise raises ``ObjectExistsError`` leaving the
+      existing object untouched. A put whose first attempt landed but whose
+      answer was lost may be retried by the client library and then also raise
+      ``ObjectExistsError``: callers that must tell the two apart read the
+      object back and compare.
     - ``get(key, start, end)`` returns bytes ``[start, end)`` (``end``
       exclusive, clamped to the object's size); ``None`` means "from the
       beginning" / "to the end". Raises ``ObjectNotFoundError`` for a missing key.
@@ -28,7 +35,9 @@ class ObjectStore(Protocol):
       sorted by key.
     """
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None: ...
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None: ...
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes: ...
 

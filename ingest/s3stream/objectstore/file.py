@@ -2,8 +2,9 @@
 
 Keys map to files below the root (``/`` separates directories). A put writes
 a temporary file, fsyncs it, renames it into place and fsyncs the directory,
-so a returned put is atomic and durable. Blocking file I/O runs in worker
-threads.
+so a returned put is atomic and durable. A create-only put (``if_absent``)
+hard-links the temporary file to the key instead of renaming it: ``link``
+fails atomically if the key exists. Blocking file I/O runs in worker threads.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ingest.errors import ConfigError
 from ingest.s3stream._threads import ThreadRunner
-from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
 
 __all__ = ["FileObjectStore"]
@@ -37,7 +38,7 @@ class FileObjectStore:
             raise ConfigError("key", f"invalid object key {key!r}")
         return self._root / key
 
-    def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    def _put(self, key: str, data: bytes | bytearray | memoryview, if_absent: bool) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
@@ -53,7 +54,15 @@ class FileObjectStore:
             tmp.unlink(missing_ok=True)
             raise
         os.close(fd)
-        os.replace(tmp, path)
+        if if_absent:
+            try:
+                os.link(tmp, path)  # atomic: fails if the key exists
+            except FileExistsError:
+                raise ObjectExistsError(f"object {key!r} exists") from None
+            finally:
+                tmp.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, path)
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -96,8 +105,10 @@ class FileObjectStore:
         out.sort(key=lambda o: o.key)
         return out
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        await self._run(self._put, key, data)
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
+        await self._run(self._put, key, data, if_absent)
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         return await self._run(self._get, key, start, end)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
 
 __all__ = ["MemoryObjectStore"]
@@ -14,7 +14,11 @@ class MemoryObjectStore:
     def __init__(self, objects: dict[str, bytes] | None = None) -> None:
         self.objects: dict[str, bytes] = {} if objects is None else objects
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
+        if if_absent and key in self.objects:
+            raise ObjectExistsError(f"object {key!r} exists")
         self.objects[key] = bytes(data)
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:

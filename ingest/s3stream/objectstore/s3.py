@@ -3,12 +3,20 @@
 boto3 is blocking, so every call runs in a worker thread; a semaphore bounds
 the requests in flight. Large puts use multipart upload. Retries are
 botocore's (``standard`` or ``adaptive`` mode).
+
+Create-only puts send ``If-None-Match: *`` (on ``PutObject``, or on
+``CompleteMultipartUpload`` for a multipart put). S3 answers 412
+``PreconditionFailed`` if the key exists (``ObjectExistsError``) and 409
+``ConditionalRequestConflict`` if a conflicting write to the key was in
+progress: that one does not say the key exists, and AWS documents it as
+retriable, so the put is retried (a multipart put from the start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,12 +25,17 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ingest.errors import StorageError
-from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
 
 __all__ = ["S3ObjectStore"]
 
 _MIB = 1024 * 1024
+_CONFLICT_ATTEMPTS = 6  # tries of a create-only put that meets 409 ConditionalRequestConflict
+
+
+class _ConditionalConflictError(StorageError):
+    """S3 409 ConditionalRequestConflict: a concurrent write to the key; retry."""
 
 
 class S3ObjectStore:
@@ -94,21 +107,46 @@ class S3ObjectStore:
                 )
             except ClientError as e:
                 code = str(e.response.get("Error", {}).get("Code", ""))
+                status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
                 if code in ("NoSuchKey", "404", "NotFound"):
                     raise ObjectNotFoundError(str(e)) from e
+                if code in ("PreconditionFailed", "412") or status == 412:
+                    raise ObjectExistsError(str(e)) from e
+                if code == "ConditionalRequestConflict":
+                    raise _ConditionalConflictError(f"S3 error: {e}") from e
                 raise StorageError(f"S3 error: {e}") from e
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        size = len(data)
-        if size < self._multipart_threshold:
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
+        delay = 0.05
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                await self._put_once(key, data, if_absent)
+                return
+            except _ConditionalConflictError:
+                if attempt == _CONFLICT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay *= 2
+
+    async def _put_once(
+        self, key: str, data: bytes | bytearray | memoryview, if_absent: bool
+    ) -> None:
+        condition = {"IfNoneMatch": "*"} if if_absent else {}
+        if len(data) < self._multipart_threshold:
             body = data if isinstance(data, bytes | bytearray) else bytes(data)
             await self._call(
-                self._client.put_object, Bucket=self._bucket, Key=self._full(key), Body=body
+                self._client.put_object,
+                Bucket=self._bucket,
+                Key=self._full(key),
+                Body=body,
+                **condition,
             )
             return
-        await self._put_multipart(key, memoryview(data))
+        await self._put_multipart(key, memoryview(data), condition)
 
-    async def _put_multipart(self, key: str, view: memoryview) -> None:
+    async def _put_multipart(self, key: str, view: memoryview, condition: dict[str, str]) -> None:
         full = self._full(key)
         created = await self._call(
             self._client.create_multipart_upload, Bucket=self._bucket, Key=full
@@ -137,6 +175,7 @@ class S3ObjectStore:
                 Key=full,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": list(parts)},
+                **condition,
             )
         except BaseException:
             try:

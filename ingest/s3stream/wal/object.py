@@ -2,46 +2,99 @@
 
 No local state: every acknowledged record is in an object under ``prefix``,
 so any broker pointed at the same store can recover another broker's
-unflushed data (one writer per prefix at a time).
+unflushed data. Ownership moves by recovery: the newest broker to recover a
+prefix owns it. A broker it took over from (dead, or a zombie: paused,
+partitioned, still running) acknowledges nothing more, and everything it did
+acknowledge was recovered by its successor (see *Fencing*). So two brokers on
+one prefix never both acknowledge appends.
 
-Layout: objects ``<prefix><epoch:020d>-<start:020d>.wal``. Each run of the
-log (from ``start`` to ``close`` or a crash) is an *epoch*, numbered above
-every epoch before it. An object holds the records of positions
-``[start, start + size)`` in the record format of
-:mod:`ingest.s3stream.wal.codec` (the file WAL's format); within an epoch
-the next object starts where the previous one ends. ``<prefix>floor`` names
-the oldest epoch that may still hold data: it is raised once ``trim`` has
-removed every object of the older epochs, so a put of a dead process that
-lands late (after its successor recovered) is ignored, never replayed.
+Layout under ``prefix``:
+
+- ``<epoch:020d>-<start:020d>.wal``: WAL objects. Each run of the log (from
+  ``start`` to ``close`` or a crash) is an *epoch*, numbered above every
+  epoch before it. An object holds the records of the epoch's bytes
+  ``[start, start + size)`` (``start`` counts from 0 in each epoch) in the
+  record format of :mod:`ingest.s3stream.wal.codec` (the file WAL's format);
+  the next object starts where the previous one ends, so the key of an
+  epoch's next object is always known.
+- fences: 57-byte ``.wal`` objects (a magic line, the epoch of the broker
+  that put them and a random nonce), put where a fenced epoch's next object
+  would go.
+- ``<epoch:020d>-<mark:020d>.trim``: empty *trim marks*. The epoch's objects
+  below its newest mark were trimmed (their records are uploaded). Each
+  epoch writes a mark at 0 when it starts. ``trim`` puts the new mark before
+  it deletes anything.
+- ``floor``: the oldest epoch that may still hold data. It is raised once
+  ``trim`` has removed every object of the older epochs; those epochs are
+  never replayed again.
 
 Write path: ``append`` queues a record. A writer task gathers what is queued
-for up to ``batch_interval_ms`` (or until ``batch_bytes``), puts it as one
-object (up to ``max_in_flight`` puts at once) and resolves the appends'
-futures strictly in position order once every earlier object is in too.
-A failed put is retried with capped exponential backoff and jitter until it
-succeeds or the log is closed: while the store is down acknowledgements
-stall (the engine then applies backpressure), nothing is dropped.
+for up to ``batch_interval_ms`` (or until ``batch_bytes``) and puts it as one
+object, create-only (up to ``max_in_flight`` puts at once). The appends'
+futures resolve strictly in position order, once every earlier object is in
+too. A failed put is retried with capped exponential backoff and jitter until
+it succeeds or the log is closed: while the store is down, acknowledgements
+stall (the engine then applies backpressure) and nothing is dropped.
 
-Recovery lists the objects of the epochs at or above the floor, reads each
-epoch's objects in order and stops that epoch at its first gap (an object
-whose predecessor never landed was never acknowledged), deleting what lies
-after the gap and below the floor. Recovered records get fresh positions,
-consecutive over all recovered epochs; the new epoch continues after them.
+Fencing: a successor puts a fence, create-only, at the key where an epoch's
+next object would go. Whichever of the two create-only puts lands first
+wins the key:
+
+- the fence: the old writer's put fails with ``ObjectExistsError``, and the
+  log is fenced. That append and every later one fail with
+  ``WalFencedError``; none is ever acknowledged (acknowledgements go in
+  position order), and ``append`` refuses new ones. (A put that gets
+  ``ObjectExistsError`` because an earlier attempt of it landed finds its own
+  bytes there and succeeds.)
+- the old writer's object: the successor reads it, recovers its records and
+  tries the next key, until its fence lands.
+
+So in every epoch, each acknowledged object lies before the fence, and the
+successor recovered it. A key may be free because its object was trimmed:
+the successor then finds a mark above it and goes on from that mark. A
+fence below an epoch's newest mark ends nothing.
+
+Recovery reads the floor and lists the prefix. First it reads every fence
+(an object of exactly a fence's size that starts with the magic) of the
+epochs at or above the floor: an epoch a fence names (a successor that may
+not have put anything yet) is recovered too, and the new epoch is numbered
+above all of them. Then, oldest epoch first, it goes through the floor epoch
+and every epoch at or above it that is listed or named. For each, it reads
+the contiguous run of objects from the epoch's newest mark (from its oldest
+object for epochs written before marks existed). At the end of the run it
+finds a fence (the epoch was fenced before and ends there) or puts its own,
+as above; after putting one it lists the epoch again in case the writer
+trimmed past that key meanwhile. A listed object that is gone when read was
+trimmed, and is skipped. Objects after an epoch's end were never
+acknowledged and are deleted, as are the objects and marks of epochs below
+the floor. Fences are never deleted: a zombie of that epoch may still try to
+put there. A corrupt object ends what is recovered of its epoch; the fence
+still goes where the epoch's next object would.
+
+Recoveries racing each other meet at those keys: the first fence to land
+wins, and a recovery that finds another recovery's fence where it tried to
+put its own raises ``WalFencedError``. An empty prefix (no floor, no WAL
+objects) has no such key, so recovery there creates the floor, create-only,
+naming its own epoch; a recovery that loses that race raises too. Recovered
+records get fresh positions, consecutive over all recovered epochs; the new
+epoch continues after them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import random
+import secrets
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ingest.errors import StorageError
-from ingest.s3stream.errors import ObjectNotFoundError
-from ingest.s3stream.objectstore.api import ObjectStore
+from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError, WalFencedError
+from ingest.s3stream.objectstore.api import ObjectInfo, ObjectStore
 from ingest.s3stream.wal.api import WalAppend, WalRecord
 from ingest.s3stream.wal.codec import HEADER, encode_header, scan_records
 
@@ -50,8 +103,40 @@ __all__ = ["ObjectWriteAheadLog"]
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".wal"
+_MARK = ".trim"
 _FLOOR = "floor"
 _MAX_RECORD = 0x7FFFFFFF
+_FENCE_MAGIC = b"TIDELAKE-WAL-FENCE\n"
+_NONCE_HEX = 16
+_FENCE_SIZE = len(_FENCE_MAGIC) + 20 + 1 + _NONCE_HEX + 1
+
+
+def _fence_body(epoch: int, nonce: str) -> bytes:
+    return _FENCE_MAGIC + f"{epoch:020d} {nonce}\n".encode()
+
+
+def _fenced_by(data: bytes) -> int | None:
+    """The epoch a fence object names; ``None`` if ``data`` is not a fence."""
+    if len(data) != _FENCE_SIZE or not data.startswith(_FENCE_MAGIC):
+        return None
+    epoch = data[len(_FENCE_MAGIC) : len(_FENCE_MAGIC) + 20]
+    return int(epoch) if epoch.isdigit() else None
+
+
+@dataclass(slots=True)
+class _EpochKeys:
+    objects: dict[int, ObjectInfo] = field(default_factory=dict)  # start -> object or fence
+    marks: dict[int, str] = field(default_factory=dict)  # trimmed up to -> mark key
+
+    @property
+    def mark(self) -> int | None:
+        """Where the epoch's oldest untrimmed object starts, if it has marks."""
+        return max(self.marks, default=None)
+
+
+class _Claim(enum.Enum):
+    LANDED = "our fence is in place"
+    GONE = "an object was there but was deleted before it could be read"
 
 
 @dataclass(slots=True)
@@ -76,9 +161,12 @@ class ObjectWriteAheadLog:
     """:class:`~ingest.s3stream.wal.api.WriteAheadLog` on an :class:`ObjectStore`.
 
     Guarantees (beyond the protocol's): an append's ``done`` resolves once the
-    object holding it and every earlier object are stored (``put`` returned);
-    ``close`` waits up to ``close_timeout_s`` for queued records to be put and
-    fails the rest (they were never acknowledged).
+    object holding it and every earlier object are stored (``put`` returned),
+    and then a later ``recover`` of the prefix by any broker yields it; once a
+    later recovery has fenced this log (see the module docstring) no append
+    is acknowledged: they fail with ``WalFencedError``. ``close`` waits up to
+    ``close_timeout_s`` for queued records to be put and fails the rest (they
+    were never acknowledged).
     """
 
     def __init__(
@@ -103,8 +191,13 @@ class ObjectWriteAheadLog:
         self._close_timeout = close_timeout_s
         self._objects: deque[tuple[int, int, str]] = deque()  # (start, end, key) stored
         self._epoch = 0
+        self._base = 0  # the position of this epoch's byte 0
+        self._nonce = secrets.token_hex(_NONCE_HEX // 2)
+        self._fence = b""  # this log's fence object (set by recover)
+        self._fenced: str | None = None  # why, once a successor fenced this log
         self._floor = 0
         self._older_epochs = 0  # objects of earlier epochs still in ``_objects``
+        self._marks: dict[int, list[str]] = {}  # epoch -> its trim marks this log knows
         self._next_position = 0
         self._recovered = False
         self._started = False
@@ -124,60 +217,209 @@ class ObjectWriteAheadLog:
     def next_position(self) -> int:
         return self._next_position
 
-    def _key(self, start: int) -> str:
-        return f"{self._prefix}{self._epoch:020d}-{start:020d}{_SUFFIX}"
+    @property
+    def fenced(self) -> bool:
+        """True once a later recovery took this log over: nothing more is acknowledged."""
+        return self._fenced is not None
+
+    def _epoch_key(self, epoch: int, start: int, suffix: str = _SUFFIX) -> str:
+        return f"{self._prefix}{epoch:020d}-{start:020d}{suffix}"
+
+    def _key(self, position: int) -> str:
+        return self._epoch_key(self._epoch, position - self._base)
+
+    def _parse_key(self, key: str) -> tuple[int, int, str] | None:
+        """(epoch, start, suffix) of a WAL object or trim mark; None for other keys."""
+        name = key[len(self._prefix) :]
+        for suffix in (_SUFFIX, _MARK):
+            if name.endswith(suffix):
+                epoch_s, _, start_s = name.removesuffix(suffix).partition("-")
+                if epoch_s.isdigit() and start_s.isdigit():
+                    return int(epoch_s), int(start_s), suffix
+        return None
 
     # --- recovery --------------------------------------------------------------
-    async def _read_floor(self) -> int:
+    async def _read_floor(self) -> int | None:
         try:
             return int((await self._store.get(self._prefix + _FLOOR)).decode() or 0)
         except ObjectNotFoundError:
-            return 0
+            return None
+
+    async def _list_epochs(self, prefix: str) -> dict[int, _EpochKeys]:
+        epochs: dict[int, _EpochKeys] = {}
+        for info in await self._store.list(prefix):
+            parsed = self._parse_key(info.key)
+            if parsed is None:
+                continue
+            keys = epochs.setdefault(parsed[0], _EpochKeys())
+            if parsed[2] == _MARK:
+                keys.marks[parsed[1]] = info.key
+            else:
+                keys.objects[parsed[1]] = info
+        return epochs
 
     async def recover(self) -> AsyncIterator[WalRecord]:
         """Yield every record of each epoch's contiguous run of WAL objects,
-        oldest epoch first, with positions renumbered consecutively."""
+        oldest epoch first, with positions renumbered consecutively, fencing
+        every recovered epoch; ``WalFencedError`` if a concurrent recovery of
+        the prefix got there first."""
         if self._started:
             raise StorageError("recover() must run before start()")
-        self._floor = await self._read_floor()
-        epochs: dict[int, list[tuple[int, int, str]]] = {}
+        floor = await self._read_floor()
+        self._floor = floor or 0
+        listed = await self._list_epochs(self._prefix)
         stale: list[str] = []
-        newest = self._floor
-        for info in await self._store.list(self._prefix):
-            name = info.key[len(self._prefix) :]
-            epoch_s, _, start_s = name.removesuffix(_SUFFIX).partition("-")
-            if not (name.endswith(_SUFFIX) and epoch_s.isdigit() and start_s.isdigit()):
-                continue
-            epoch = int(epoch_s)
-            newest = max(newest, epoch)
-            if epoch < self._floor:
-                stale.append(info.key)  # landed after its data was recovered and trimmed
-                continue
-            epochs.setdefault(epoch, []).append((int(start_s), info.size, info.key))
-        kept: deque[tuple[int, int, str]] = deque()
-        position = 0  # the recovered records' new positions
-        for epoch in sorted(epochs):
-            listed = sorted(epochs[epoch])
-            expect = listed[0][0]
-            for i, (start, size, key) in enumerate(listed):
-                data = await self._store.get(key) if start == expect else b""
-                records, valid, torn = scan_records(data, position)
-                if start != expect or torn or valid != size:
-                    log.warning("WAL epoch %d ends at object %s (gap or corrupt)", epoch, key)
-                    stale.extend(k for _, _, k in listed[i:])
-                    break
-                kept.append((position, position + size, key))
-                position += size
-                expect = start + size
-                for r in records:
-                    yield r
+        newest = max([self._floor, *listed])
+        for epoch in [e for e in listed if e < self._floor]:
+            keys = listed.pop(epoch)
+            stale.extend(keys.marks.values())
+            for info in keys.objects.values():
+                if info.size != _FENCE_SIZE:  # (fences stay: their zombies may still put)
+                    stale.append(info.key)  # landed after its data was recovered and trimmed
+        # The fences first: the epochs they name are recovered (and fenced) too,
+        # and the new epoch goes above them.
+        fences: dict[str, int] = {}  # key -> the epoch that fenced there
+        small: dict[str, bytes] = {}  # fence-sized objects that are not fences
+        for keys in listed.values():
+            for info in keys.objects.values():
+                if info.size != _FENCE_SIZE:
+                    continue
+                try:
+                    data = await self._store.get(info.key)
+                except ObjectNotFoundError:
+                    continue  # trimmed since the listing
+                by = _fenced_by(data)
+                if by is None:
+                    small[info.key] = data
+                else:
+                    fences[info.key] = by
+                    newest = max(newest, by)
+        self._epoch = max(time.time_ns(), newest + 1)
+        self._fence = _fence_body(self._epoch, self._nonce)
+        if floor is None and not listed:
+            # an empty log: no epoch to fence, so the floor, created once, names the first owner
+            try:
+                await self._store.put(
+                    self._prefix + _FLOOR, str(self._epoch).encode(), if_absent=True
+                )
+            except ObjectExistsError:
+                raise WalFencedError("another broker is starting on this WAL prefix") from None
+            self._floor = self._epoch
+        todo = set(listed) | {e for e in fences.values() if e >= self._floor}
+        if self._floor:
+            todo.add(self._floor)
+        todo.discard(self._epoch)
+        self._objects = deque()
+        self._next_position = 0
+        for epoch in sorted(todo):
+            keys = listed.setdefault(epoch, _EpochKeys())
+            async for r in self._recover_epoch(epoch, keys, fences, small, stale):
+                yield r
         if stale:
             await self._store.delete(stale)
-        self._objects = kept
-        self._older_epochs = len(kept)
-        self._next_position = position
-        self._epoch = max(time.time_ns(), newest + 1)
+        self._marks = {e: list(k.marks.values()) for e, k in listed.items()}
+        # this epoch's first mark: from now on its newest mark is where a successor starts
+        first = self._epoch_key(self._epoch, 0, _MARK)
+        await self._store.put(first, b"")
+        self._marks[self._epoch] = [first]
+        self._older_epochs = len(self._objects)
         self._recovered = True
+
+    async def _recover_epoch(
+        self,
+        epoch: int,
+        keys: _EpochKeys,
+        fences: dict[str, int],
+        small: dict[str, bytes],
+        stale: list[str],
+    ) -> AsyncIterator[WalRecord]:
+        """Yield the records of the epoch's contiguous run of objects from its
+        newest trim mark (appending them to ``_objects``) and make sure a fence
+        ends the run."""
+        walked: set[str] = set()
+        broken = False  # a corrupt object: what follows it is not recovered
+        mark = keys.mark
+        if mark is not None:
+            expect = mark
+        else:  # an epoch of an older release (no marks): from its oldest object
+            expect = min(keys.objects, default=0)
+        while True:
+            key = self._epoch_key(epoch, expect)
+            info = keys.objects.get(expect)
+            if info is not None:
+                walked.add(key)
+                if key in fences:
+                    break  # fenced by an earlier recovery
+                data = small.get(key)
+                if data is None:
+                    try:
+                        data = await self._store.get(key)
+                    except ObjectNotFoundError:  # trimmed since the listing: uploaded
+                        expect += info.size
+                        continue
+            else:
+                claim = await self._claim(key)
+                if isinstance(claim, _Claim):
+                    # Had the epoch's writer put, acknowledged and trimmed this
+                    # object since the listing, its mark is above the key by now.
+                    fresh = (await self._list_epochs(f"{self._prefix}{epoch:020d}-")).get(epoch)
+                    if fresh is not None:
+                        keys.objects.update(fresh.objects)
+                        keys.marks.update(fresh.marks)
+                    mark = keys.mark
+                    if mark is not None and mark > expect:
+                        expect = mark  # (a fence we put below the mark is ignored)
+                        continue
+                    if claim is _Claim.LANDED:
+                        log.info("fenced WAL epoch %d at %s", epoch, key)
+                        break
+                    continue  # deleted, but not trimmed: try again
+                data = claim
+                walked.add(key)
+            by = _fenced_by(data)
+            if by is not None:
+                if data == self._fence:
+                    break
+                raise WalFencedError(
+                    f"a concurrent recovery (epoch {by}) fenced WAL epoch {epoch} first"
+                )
+            if not data:
+                log.warning("WAL epoch %d ends at empty object %s", epoch, key)
+                stale.append(key)
+                break
+            records, valid, torn = scan_records(data, self._next_position)
+            if broken or torn or valid != len(data):
+                if not broken:
+                    log.warning("WAL epoch %d ends at corrupt object %s", epoch, key)
+                broken = True
+                stale.append(key)
+            else:
+                end = self._next_position + len(data)
+                self._objects.append((self._next_position, end, key))
+                self._next_position = end
+                for r in records:
+                    yield r
+            expect += len(data)
+        for info in keys.objects.values():
+            if info.key in walked or info.key in fences:
+                continue
+            if info.size != _FENCE_SIZE or info.key in small:
+                stale.append(info.key)  # trimmed, or after the epoch's end: never acknowledged
+
+    async def _claim(self, key: str) -> _Claim | bytes:
+        """Put this log's fence at ``key``, create-only. Returns
+        ``_Claim.LANDED`` if it is there, else the object found in its place
+        (``_Claim.GONE`` if it was deleted before it could be read)."""
+        try:
+            await self._store.put(key, self._fence, if_absent=True)
+            return _Claim.LANDED
+        except ObjectExistsError:
+            pass
+        try:
+            data = await self._store.get(key)
+        except ObjectNotFoundError:
+            return _Claim.GONE
+        return _Claim.LANDED if data == self._fence else data
 
     # --- appends ---------------------------------------------------------------
     async def start(self) -> None:
@@ -186,6 +428,7 @@ class ObjectWriteAheadLog:
         if not self._recovered:
             async for _ in self.recover():
                 pass
+        self._base = self._next_position
         self._loop = asyncio.get_running_loop()
         self._slots = asyncio.Semaphore(self._max_in_flight)
         self._wake = asyncio.Event()
@@ -196,6 +439,8 @@ class ObjectWriteAheadLog:
         self, stream_id: int, base_offset: int, count: int, payload: bytes | memoryview
     ) -> WalAppend:
         """Queue a record; ``done`` resolves once it is stored in an object."""
+        if self._fenced is not None:
+            raise WalFencedError(self._fenced)
         if not self._started or self._closing:
             raise StorageError("the WAL is not open")
         assert self._loop is not None and self._wake is not None
@@ -218,7 +463,7 @@ class ObjectWriteAheadLog:
 
     async def _run(self) -> None:
         assert self._wake is not None and self._slots is not None
-        while True:
+        while self._fenced is None:
             if not self._queue:
                 if self._closing:
                     return
@@ -234,6 +479,9 @@ class ObjectWriteAheadLog:
                     pass
                 continue
             await self._slots.acquire()
+            if self._fenced is not None or not self._queue:
+                self._slots.release()
+                continue
             batch, self._queue = self._queue, []
             self._queued_bytes = 0
             start = batch[0].position
@@ -248,27 +496,61 @@ class ObjectWriteAheadLog:
 
     async def _put(self, put: _Put, body: bytes) -> None:
         assert self._slots is not None
-        delay = self._retry_initial
         try:
-            while True:
-                try:
-                    await self._store.put(put.key, body)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - retried until it lands
-                    self.put_retries += 1
-                    log.warning("WAL object put %s failed (%s); retrying", put.key, e)
-                    await asyncio.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, self._retry_max)
-            self.puts += 1
-            put.done = True
-            self._complete_in_order()
+            if await self._put_object(put.key, body):
+                self.puts += 1
+                put.done = True
+                self._complete_in_order()
         finally:
             self._slots.release()
 
+    async def _put_object(self, key: str, body: bytes) -> bool:
+        """Put ``body`` create-only, retrying failures; False once the log is fenced."""
+        delay = self._retry_initial
+        while self._fenced is None:
+            try:
+                try:
+                    await self._store.put(key, body, if_absent=True)
+                    return True
+                except ObjectExistsError:
+                    existing = await self._store.get(key)
+                    if existing == body:
+                        return True  # an earlier attempt of this put landed
+                    self._fence_log(f"WAL object {key} was fenced by a later recovery")
+                    return False
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - retried until it lands
+                self.put_retries += 1
+                log.warning("WAL object put %s failed (%s); retrying", key, e)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, self._retry_max)
+        return False
+
+    def _fence_log(self, reason: str) -> None:
+        """A successor took the log over: fail every unacknowledged append, accept no more."""
+        if self._fenced is not None:
+            return
+        self._fenced = reason
+        log.error("%s: this broker no longer owns the WAL; appends fail from now on", reason)
+        current = asyncio.current_task()
+        for put in self._inflight:
+            if put.task is not None and put.task is not current:
+                put.task.cancel()
+            for f in put.futures:
+                if not f.done():
+                    f.set_exception(WalFencedError(reason))
+        for p in self._queue:
+            if not p.future.done():
+                p.future.set_exception(WalFencedError(reason))
+        self._inflight.clear()
+        self._queue = []
+        self._queued_bytes = 0
+        if self._wake is not None:
+            self._wake.set()
+
     def _complete_in_order(self) -> None:
-        while self._inflight and self._inflight[0].done:
+        while self._fenced is None and self._inflight and self._inflight[0].done:
             put = self._inflight.popleft()
             self._objects.append((put.start, put.end, put.key))
             for f in put.futures:
@@ -277,14 +559,32 @@ class ObjectWriteAheadLog:
 
     # --- trim and close ----------------------------------------------------------
     async def trim(self, upto_position: int) -> None:
-        """Delete the objects whose records all lie below ``upto_position``."""
-        doomed: list[str] = []
+        """Delete the objects whose records all lie below ``upto_position``.
+
+        First the epoch's trim mark moves up to where its oldest remaining
+        object starts, so a successor never takes a trimmed key for one that
+        was never written. A fenced log deletes nothing: its successor owns
+        the objects."""
+        if self._fenced is not None:
+            return
+        doomed: list[tuple[int, int, str]] = []
         while self._objects and self._objects[0][1] <= upto_position:
-            doomed.append(self._objects.popleft()[2])
+            doomed.append(self._objects.popleft())
         if not doomed:
             return
+        marks: dict[int, int] = {}
+        for start, end, key in doomed:
+            parsed = self._parse_key(key)
+            assert parsed is not None
+            marks[parsed[0]] = parsed[1] + end - start
         try:
-            await self._store.delete(doomed)
+            superseded: list[str] = []
+            for epoch, mark in marks.items():
+                mark_key = self._epoch_key(epoch, mark, _MARK)
+                await self._store.put(mark_key, b"")
+                superseded.extend(k for k in self._marks.get(epoch, []) if k != mark_key)
+                self._marks[epoch] = [mark_key]
+            await self._store.delete([k for _, _, k in doomed] + superseded)
         except Exception:  # noqa: BLE001 - stale objects are replayed and skipped
             log.warning("could not delete %d trimmed WAL objects", len(doomed))
             return

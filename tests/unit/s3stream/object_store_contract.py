@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
-from ingest.s3stream.errors import ObjectNotFoundError
+from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore import ObjectInfo, ObjectStore
 
 
@@ -63,3 +64,35 @@ class ObjectStoreContract:
             await store.get("big", 5 * 1024 * 1024, 5 * 1024 * 1024 + 10)
             == data[5 * 1024 * 1024 : 5 * 1024 * 1024 + 10]
         )
+
+    async def test_create_only_put_stores_a_new_key(self, store: ObjectStore) -> None:
+        await store.put("c/new", memoryview(b"first"), if_absent=True)
+        assert await store.get("c/new") == b"first"
+
+    async def test_create_only_put_refuses_an_existing_key(self, store: ObjectStore) -> None:
+        await store.put("c/k", b"first")
+        with pytest.raises(ObjectExistsError):
+            await store.put("c/k", b"second", if_absent=True)
+        assert await store.get("c/k") == b"first"
+        assert await store.list("c/") == [ObjectInfo("c/k", 5)]
+
+    async def test_create_only_put_of_a_large_object_refuses_an_existing_key(
+        self, store: ObjectStore
+    ) -> None:
+        data = os.urandom(12 * 1024 * 1024 + 17)  # multipart on S3
+        await store.put("c/big", data, if_absent=True)
+        with pytest.raises(ObjectExistsError):
+            await store.put("c/big", os.urandom(12 * 1024 * 1024), if_absent=True)
+        assert await store.get("c/big") == data
+
+    async def test_concurrent_create_only_puts_of_one_key_let_exactly_one_win(
+        self, store: ObjectStore
+    ) -> None:
+        results = await asyncio.gather(
+            *(store.put("c/race", b"writer %d" % i, if_absent=True) for i in range(8)),
+            return_exceptions=True,
+        )
+        winners = [i for i, r in enumerate(results) if r is None]
+        assert len(winners) == 1, results
+        assert all(isinstance(r, ObjectExistsError) for r in results if r is not None)
+        assert await store.get("c/race") == b"writer %d" % winners[0]

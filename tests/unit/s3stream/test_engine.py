@@ -338,10 +338,12 @@ class _FailingObjectStore(MemoryObjectStore):
         super().__init__()
         self.down = True
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
         if self.down:
             raise StorageError("object storage unavailable")
-        await super().put(key, data)
+        await super().put(key, data, if_absent=if_absent)
 
 
 async def test_appends_are_refused_while_too_much_waits_for_upload(tmp_path: Path) -> None:
@@ -468,14 +470,16 @@ class _ScriptedObjectStore(MemoryObjectStore):
         self.by_key = by_key or {}  # delays of given keys, whatever the call order
         self.put_order: list[str] = []
 
-    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    async def put(
+        self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
+    ) -> None:
         step = self.script.pop(0) if self.script else 0.0
         step = self.by_key.get(key, step)
         if step is None:
             raise StorageError("scripted put failure")
         await asyncio.sleep(step)
         self.put_order.append(key)
-        await super().put(key, data)
+        await super().put(key, data, if_absent=if_absent)
 
 
 async def _fill(engine: S3StreamEngine, n: int) -> tuple[Any, list[bytes]]:

@@ -1,13 +1,17 @@
-"""The object store contract over the memory and directory backends."""
+"""The object store contract over the memory and directory backends; the S3
+backend's conditional-write errors (moto covers its contract: tests/integration)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from botocore.stub import Stubber
 
 from ingest.errors import ConfigError
+from ingest.s3stream.errors import ObjectExistsError
 from ingest.s3stream.objectstore import (
     FileObjectStore,
     MemoryObjectStore,
@@ -44,7 +48,50 @@ async def test_file_store_leaves_no_temp_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["y"]
 
 
+async def test_file_store_refused_create_only_put_leaves_no_temp_files(tmp_path: Path) -> None:
+    s = FileObjectStore(tmp_path)
+    await s.put("x/y", b"data", if_absent=True)
+    with pytest.raises(ObjectExistsError):
+        await s.put("x/y", b"other", if_absent=True)
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["y"]
+    assert (tmp_path / "x" / "y").read_bytes() == b"data"
+
+
 async def test_file_store_rejects_escaping_keys(tmp_path: Path) -> None:
     s = FileObjectStore(tmp_path / "root")
     with pytest.raises(ConfigError):
         await s.put("../evil", b"x")
+
+
+def _stubbed_s3() -> tuple[Any, Stubber]:
+    from ingest.s3stream.objectstore.s3 import S3ObjectStore
+
+    store = S3ObjectStore(
+        "bucket", "p", region="us-east-1", access_key_id="k", secret_access_key="s"
+    )
+    return store, Stubber(store._client)
+
+
+async def test_s3_create_only_put_sends_if_none_match_and_maps_412_to_object_exists() -> None:
+    store, stub = _stubbed_s3()
+    expected = {"Bucket": "bucket", "Key": "p/k", "Body": b"x", "IfNoneMatch": "*"}
+    stub.add_client_error(
+        "put_object", "PreconditionFailed", http_status_code=412, expected_params=expected
+    )
+    with stub, pytest.raises(ObjectExistsError):
+        await store.put("k", b"x", if_absent=True)
+    stub.assert_no_pending_responses()
+    await store.close()
+
+
+async def test_s3_create_only_put_is_retried_after_a_409_conflicting_write() -> None:
+    store, stub = _stubbed_s3()
+    expected = {"Bucket": "bucket", "Key": "p/k", "Body": b"x", "IfNoneMatch": "*"}
+    stub.add_client_error(
+        "put_object", "ConditionalRequestConflict", http_status_code=409, expected_params=expected
+    )
+    stub.add_response("put_object", {}, expected)
+    with stub:
+        await store.put("k", b"x", if_absent=True)  # 409 says "retry", not "exists"
+    stub.assert_no_pending_responses()
+    await store.close()
