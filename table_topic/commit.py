@@ -129,6 +129,8 @@ class TableWriter:
         self.target_file_size = target_file_size
         self._table: Table | None = None
         self._fault = fault
+        # offsets this writer last read or committed: None until it knows
+        self._expected: dict[int, int] | None = None
 
     @property
     def identifier(self) -> tuple[str, ...]:
@@ -144,8 +146,12 @@ class TableWriter:
         return self._table
 
     def offsets(self) -> dict[int, int] | None:
+        """The table's committed offsets; also what this writer's next commit must
+        find there (see ``_commit_once``)."""
         table = self.load()
-        return committed_offsets(table, self.topic_id) if table is not None else None
+        found = committed_offsets(table, self.topic_id) if table is not None else None
+        self._expected = found
+        return found
 
     def _wait_for_rewrite(self, table: Table) -> Table:
         """Hold a keyed commit while a data-file rewrite holds the table's lease (its
@@ -262,17 +268,22 @@ class TableWriter:
             **(extra_properties or {}),
         }
         # exactly once with more than one writer (a second broker, a zombie): a commit
-        # lands only on top of the offsets it was planned from
-        base_offsets = committed_offsets(table, self.topic_id)
+        # lands only on top of the offsets this writer last read or committed
+        base_offsets = (
+            self._expected
+            if self._expected is not None
+            else committed_offsets(table, self.topic_id)
+        )
 
         def same_offsets(head: Table) -> None:
             now = committed_offsets(head, self.topic_id)
-            if now != base_offsets:
+            if (now or {}) != (base_offsets or {}):
                 raise ConcurrentWriterError(
                     f"table {'.'.join(self.identifier)}: another writer committed offsets "
                     f"{now} since this commit was planned from {base_offsets}"
                 )
 
+        same_offsets(table)  # the table may be fresher than this writer's plan
         txn = table.transaction()
         seen: set[str] = set()
         for t in tables:
@@ -320,6 +331,7 @@ class TableWriter:
         )
         self._fault("files_written")
         self._table = txn.commit_transaction()
+        self._expected = dict(offsets)
         self._fault("after_commit")
         snap = self._table.current_snapshot()
         files = 0

@@ -119,6 +119,9 @@ def test_compaction_racing_concurrent_commits_keeps_every_row_exactly_once(
                 append_with_offsets(writer, batch(next_id, 10), next_id + 10)
                 written.append(next_id)
                 next_id += 10
+                # a commit every 50 ms: dozens land during each rewrite, yet the
+                # rewrite's own commit (with Iceberg's retries) gets a window
+                time.sleep(0.05)
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)
 
