@@ -54,6 +54,7 @@ from ingest.s3stream.errors import (
     StreamBackpressureError,
     StreamFencedError,
     UnknownStreamError,
+    WalFencedError,
 )
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
 from ingest.s3stream.objects.format import StreamRange, concat, encode
@@ -287,6 +288,13 @@ class S3StreamEngine:
         self._wakeup.set()
 
     # --- append (called by S3Stream) -------------------------------------------------
+    def _owner_lost(self) -> bool:
+        """Another broker recovered this engine's object WAL: it owns the data now.
+
+        Unlike a local WAL failure (where uploading what is durable saves it), a
+        superseded engine must stop writing objects and metadata altogether."""
+        return isinstance(self._fenced, WalFencedError)
+
     def _fence_error(self) -> BaseException:
         return StreamFencedError(f"the stream engine is fenced after a WAL failure: {self._fenced}")
 
@@ -354,6 +362,13 @@ class S3StreamEngine:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - retried; the WAL keeps the data
+                if self._owner_lost():
+                    log.error(
+                        "another broker recovered this engine's WAL; it stops uploading "
+                        "and accepts no more appends: %s",
+                        self._fenced,
+                    )
+                    return
                 log.exception("upload failed; retrying")
                 await asyncio.sleep(_RETRY_DELAY_S)
                 self._wakeup.set()
@@ -369,6 +384,8 @@ class S3StreamEngine:
         (``upload_size_bytes``) are started.
         """
         async with self._upload_lock:
+            if self._owner_lost():
+                raise self._fence_error()
             while True:
                 self._start_uploads(force=force or drain)
                 if not self._uploads_in_flight:
@@ -518,6 +535,8 @@ class S3StreamEngine:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._owner_lost():
+                    raise
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise
                 log.warning("upload failed; retrying in %.2f s", delay, exc_info=True)

@@ -15,7 +15,7 @@ import pytest
 from ingest.errors import StorageError
 from ingest.metadata import MemoryMetadataStore
 from ingest.s3stream import S3StreamConfig, S3StreamEngine, open_engine
-from ingest.s3stream.errors import ObjectExistsError, WalFencedError
+from ingest.s3stream.errors import ObjectExistsError, StreamFencedError, WalFencedError
 from ingest.s3stream.objectstore import FileObjectStore, MemoryObjectStore, ObjectStore
 from ingest.s3stream.wal import ObjectWriteAheadLog, WalRecord
 from ingest.s3stream.wal.codec import HEADER, encode_header
@@ -565,3 +565,32 @@ async def test_a_writer_recovered_before_its_first_mark_is_fenced(with_data: boo
     assert _offsets(recovered[0]) == ([0] if with_data else [])
     with pytest.raises(WalFencedError):
         await a.append(1, 1, 1, _rec(1)).done
+
+
+async def test_an_engine_whose_wal_another_engine_recovered_stops_writing() -> None:
+    """Broker A is superseded by B on the same WAL prefix: A's next append fails, and
+    A neither uploads nor commits objects any more (B owns that data now), while B
+    serves everything A acknowledged."""
+    store = MemoryObjectStore()
+    metadata = MemoryMetadataStore()
+    a = open_engine(_config(), metadata, store)
+    await a.start()
+    s = await a.create_stream()
+    acked = [os.urandom(3000) for _ in range(20)]
+    for p in acked:
+        await s.append(p, 1)
+    b = open_engine(_config(), metadata, MemoryObjectStore(store.objects))
+    await b.start()  # recovers A's WAL objects and fences A
+    objects_before = {o.object_id for o in metadata.list_objects()}
+    with pytest.raises(StreamFencedError):
+        await s.append(b"after the fence", 1)
+    with pytest.raises(StreamFencedError):
+        await asyncio.wait_for(a.flush(), 5)  # refuses at once, no retry loop
+    assert {o.object_id for o in metadata.list_objects()} == objects_before
+    await a.close()
+    assert {o.object_id for o in metadata.list_objects()} == objects_before
+    s2 = await b.open_stream(s.stream_id)
+    assert s2.confirm_offset == len(acked)
+    got = [bytes(x.payload) for x in await s2.fetch(0, len(acked), 1 << 30)]
+    assert got == acked
+    await b.close()
