@@ -83,6 +83,11 @@ class S3ObjectStore:
             max_pool_connections=max_in_flight,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
+            # Every range we read is checked against our own per-batch CRC32C, so
+            # botocore's CRC32 of GET bodies (computed chunk by chunk in Python,
+            # holding the GIL) is redundant: measured on moto, raw GETs went from
+            # 552 to 835 MB/s without it. Uploads keep their request checksums.
+            response_checksum_validation="when_required",
         )
         session = boto3.session.Session()
         self._client: Any = session.client(
