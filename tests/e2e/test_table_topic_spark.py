@@ -170,15 +170,7 @@ def test_upserted_table_reads_the_latest_row_per_id_in_spark(
             ref[i] = f"w{wave}-{n}"
             batch.append((str(i).encode(), ser({"id": i, "v": ref[i]}, ctx)))
         tt.produce(topic, batch)
-        tt.wait_rows(
-            topic,
-            len(ref),
-            timeout=40,
-            check=lambda t: (
-                dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == ref
-                and t.num_rows == len(ref)
-            ),
-        )
+        _wait_for_reference(tt, topic, ref)
     got = {r.id: r.v for r in spark.sql(f"SELECT id, v FROM tidelake.default.{topic}").collect()}
     assert got == ref
     assert spark.sql(f"SELECT count(*) c FROM tidelake.default.{topic}").collect()[0].c == len(ref)
@@ -237,15 +229,7 @@ def test_cdc_table_with_deletes_reads_the_reference_in_spark(
             # the key picks the partition: all changes of one id stay in order
             batch.append((str(i).encode(), ser({"id": i, "v": ref.get(i, "-"), "op": op}, ctx)))
         tt.produce(topic, batch)
-        tt.wait_rows(
-            topic,
-            len(ref),
-            timeout=40,
-            check=lambda t: (
-                dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == ref
-                and t.num_rows == len(ref)
-            ),
-        )
+        _wait_for_reference(tt, topic, ref)
     got = {r.id: r.v for r in spark.sql(f"SELECT id, v FROM tidelake.default.{topic}").collect()}
     assert got == ref
     deletes = spark.sql(
@@ -265,6 +249,20 @@ def test_cdc_table_with_deletes_reads_the_reference_in_spark(
     left = spark.sql(f"SELECT count(*) c FROM tidelake.default.{topic}.delete_files").collect()[0].c
     assert left == 0
     assert _as_map(tt.table(topic).scan().to_arrow()) == ref
+
+
+def _wait_for_reference(tt: TableTopics, topic: str, ref: dict[int, str]) -> None:
+    """Until pyiceberg reads exactly ``ref`` (id -> v, one row per id) from the table."""
+    tt.wait_rows(
+        topic,
+        len(ref),
+        timeout=40,
+        check=lambda t: (
+            t.num_rows == len(ref)
+            and dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
+            == ref
+        ),
+    )
 
 
 def _as_map(t: Any) -> dict[int, str]:
