@@ -69,6 +69,7 @@ class TopicCoordinator:
         self._inflight: asyncio.Future[Any] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._commits_started = 0
+        self._stopping = False
 
     def _fault(self, point: str) -> None:
         """Crash tests: die like kill -9 at ``settings.fault_point`` of the N-th commit."""
@@ -83,10 +84,17 @@ class TopicCoordinator:
 
     async def stop(self) -> None:
         """Stop, waiting for a commit already handed to the catalog (never two writers)."""
-        if self._task is not None:
-            self._task.cancel()
+        self._stopping = True
+        task = self._task
+        while task is not None and not task.done():
+            # Python 3.11's wait_for can swallow a cancel that arrives as its inner
+            # wait completes; the loop then runs on, and a restart for a new config
+            # waited for it for ever. Cancel again until the task has ended.
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.5)
+        if task is not None:
             with suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
         await self._stop_workers()
         if self._inflight is not None:
             with suppress(BaseException):
@@ -94,8 +102,11 @@ class TopicCoordinator:
         self.status.state = "stopped"
 
     async def _stop_workers(self) -> None:
-        for w in self._workers:
-            w.cancel()
+        pending = {w for w in self._workers if not w.done()}
+        while pending:  # cancel again if a cancel was swallowed (see stop)
+            for w in pending:
+                w.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         for w in self._workers:
             with suppress(asyncio.CancelledError, Exception):
                 await w
@@ -114,7 +125,7 @@ class TopicCoordinator:
 
     async def _run(self) -> None:
         backoff = self.deps.settings.retry_backoff_ms / 1000
-        while True:
+        while not self._stopping:
             try:
                 await self._cycle()
                 continue  # the partition count changed: start again at once
@@ -197,6 +208,8 @@ class TopicCoordinator:
         last_commit = time.monotonic()
         pending: list[ConvertedChunk] = []
         while True:
+            if self._stopping:
+                raise asyncio.CancelledError()
             for t in self._workers:
                 if t.done() and not t.cancelled() and t.exception() is not None:
                     raise TableTopicError(f"partition worker failed: {t.exception()!r}")
