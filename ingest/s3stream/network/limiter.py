@@ -11,7 +11,14 @@ limited. The limiter has a total rate (bytes/s) and each class a share of it:
 
 A request larger than a bucket's burst is let through once the bucket is
 full and then leaves it in debt (it still costs its bytes), so large ranged
-GETs are neither refused nor split. Event loop only.
+GETs are neither refused nor split.
+
+Produce first: the engine reports each append (:meth:`note_produce`). While
+anything has been produced within the last ``busy_window_s``, the total is at
+most ``busy_bytes_per_second``; once produce has been quiet that long, limited
+traffic runs at ``bytes_per_second`` (unlimited when 0). A cold catch-up read
+on an idle broker thus gets all the bandwidth and CPU there is, and the same
+read on a broker taking writes cannot push produce latency up. Event loop only.
 """
 
 from __future__ import annotations
@@ -38,38 +45,54 @@ class TrafficClass(enum.IntEnum):
 
 @dataclass(slots=True)
 class _Bucket:
-    rate: float
-    burst: float
+    """Tokens in bytes; ``share`` of the limiter's current total rate refills
+    it, and one second of that rate is its burst."""
+
+    share: float
     tokens: float
     stamp: float = field(default_factory=time.monotonic)
 
-    def refill(self, now: float) -> None:
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+    def refill(self, now: float, total: float) -> None:
+        rate = total * self.share
+        self.tokens = min(rate, self.tokens + (now - self.stamp) * rate)
         self.stamp = now
 
-    def ready(self, nbytes: int) -> bool:
-        return self.tokens >= min(nbytes, self.burst)
+    def ready(self, nbytes: int, total: float) -> bool:
+        return self.tokens >= min(nbytes, total * self.share)
 
-    def wait_for(self, nbytes: int) -> float:
-        need = min(nbytes, self.burst) - self.tokens
-        return 0.0 if need <= 0 else need / self.rate
+    def wait_for(self, nbytes: int, total: float) -> float:
+        rate = total * self.share
+        need = min(nbytes, rate) - self.tokens
+        return 0.0 if need <= 0 else need / rate
 
 
 class NetworkRateLimiter:
-    """Shares of ``bytes_per_second`` per :class:`TrafficClass`.
+    """Shares of a total rate per :class:`TrafficClass`.
 
-    ``bytes_per_second <= 0`` disables limiting (every ``acquire`` returns at
-    once). Shares are fractions of the total (they may add up to more than 1:
-    the total still caps them together).
+    The total is ``bytes_per_second``, lowered to ``busy_bytes_per_second``
+    while produce is active (see the module docs); 0 means no limit from that
+    setting, and with neither in force ``acquire`` returns at once. Shares are
+    fractions of the total (they may add up to more than 1: the total still
+    caps them together).
     """
 
-    def __init__(self, bytes_per_second: float, shares: dict[TrafficClass, float]) -> None:
-        self._enabled = bytes_per_second > 0
-        rate = max(bytes_per_second, 1.0)
-        self._total = _Bucket(rate, rate, rate)
-        self._classes = {
-            c: _Bucket(rate * s, rate * s, rate * s) for c, s in shares.items() if s > 0
-        }
+    def __init__(
+        self,
+        bytes_per_second: float,
+        shares: dict[TrafficClass, float],
+        *,
+        busy_bytes_per_second: float = 0,
+        busy_window_s: float = 1.0,
+    ) -> None:
+        self._idle_rate = max(float(bytes_per_second), 0.0)
+        self._busy_rate = max(float(busy_bytes_per_second), 0.0)
+        if self._idle_rate and self._busy_rate:
+            self._busy_rate = min(self._busy_rate, self._idle_rate)
+        self._busy_window = busy_window_s
+        self._last_produce = -float("inf")
+        rate = self._busy_rate or self._idle_rate or 1.0
+        self._total = _Bucket(1.0, rate)
+        self._classes = {c: _Bucket(s, rate * s) for c, s in shares.items() if s > 0}
         self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
@@ -78,12 +101,27 @@ class NetworkRateLimiter:
 
     @property
     def enabled(self) -> bool:
-        return self._enabled
+        return bool(self._idle_rate or self._busy_rate)
+
+    def note_produce(self, nbytes: int) -> None:
+        """Produce traffic happened now (it never waits; it makes the limiter busy)."""
+        self.bytes[TrafficClass.PRODUCE] += nbytes
+        self._last_produce = time.monotonic()
+
+    def current_rate(self, now: float | None = None) -> float:
+        """The total for limited traffic now, in bytes/s (0: unlimited)."""
+        if self._busy_rate:
+            now = time.monotonic() if now is None else now
+            if now - self._last_produce < self._busy_window:
+                return self._busy_rate
+        return self._idle_rate
 
     async def acquire(self, kind: TrafficClass, nbytes: int) -> None:
         """Wait until ``nbytes`` of ``kind`` may go; ``PRODUCE`` never waits."""
         self.bytes[kind] += nbytes
-        if not self._enabled or kind is TrafficClass.PRODUCE:
+        if kind is TrafficClass.PRODUCE:
+            return
+        if not self._waiters and not self.current_rate():
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (int(kind), next(self._seq), nbytes, fut))
@@ -98,11 +136,20 @@ class NetworkRateLimiter:
 
     def _dispatch(self) -> None:
         """Grant waiters in priority order while the buckets allow."""
+        if self._timer is not None:
+            self._timer.cancel()
         self._timer = None
         now = time.monotonic()
-        self._total.refill(now)
+        total = self.current_rate(now)
+        if not total:  # produce went quiet and nothing else limits: let all go
+            for *_, fut in self._waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self._waiters = []
+            return
+        self._total.refill(now, total)
         for b in self._classes.values():
-            b.refill(now)
+            b.refill(now, total)
         wait = float("inf")
         kept: list[tuple[int, int, int, asyncio.Future[None]]] = []
         while self._waiters:
@@ -111,13 +158,13 @@ class NetworkRateLimiter:
             if fut.done():  # cancelled
                 continue
             cls = self._classes.get(TrafficClass(prio))
-            if cls is not None and not cls.ready(nbytes):
-                wait = min(wait, cls.wait_for(nbytes))
+            if cls is not None and not cls.ready(nbytes, total):
+                wait = min(wait, cls.wait_for(nbytes, total))
                 kept.append(item)
                 continue
-            if not self._total.ready(nbytes):
+            if not self._total.ready(nbytes, total):
                 # lower priorities must not overtake on the shared total
-                wait = min(wait, self._total.wait_for(nbytes))
+                wait = min(wait, self._total.wait_for(nbytes, total))
                 kept.append(item)
                 kept.extend(self._waiters)
                 self._waiters = []
@@ -129,5 +176,9 @@ class NetworkRateLimiter:
         for item in kept:
             heapq.heappush(self._waiters, item)
         if self._waiters and wait != float("inf"):
+            if self._busy_rate and not self._idle_rate:
+                # re-check when produce may have gone quiet
+                quiet = self._last_produce + self._busy_window - now
+                wait = min(wait, max(quiet, 0.0) + 0.001)
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(max(wait, 0.001), self._dispatch)
