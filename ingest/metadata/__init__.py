@@ -17,12 +17,14 @@ from ingest.metadata.api import (
     PartitionRecord,
     StreamRecord,
     TopicRecord,
+    Writer,
 )
 from ingest.metadata.errors import (
     MetadataError,
     TopicExistsError,
     UnknownStreamError,
     UnknownTopicError,
+    WriterFencedError,
 )
 from ingest.metadata.factory import open_metadata_store
 from ingest.metadata.memory import MemoryMetadataStore
@@ -44,5 +46,7 @@ __all__ = [
     "TopicRecord",
     "UnknownStreamError",
     "UnknownTopicError",
+    "Writer",
+    "WriterFencedError",
     "open_metadata_store",
 ]

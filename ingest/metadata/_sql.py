@@ -20,8 +20,14 @@ from ingest.metadata.api import (
     PartitionRecord,
     StreamRecord,
     TopicRecord,
+    Writer,
 )
-from ingest.metadata.errors import TopicExistsError, UnknownStreamError, UnknownTopicError
+from ingest.metadata.errors import (
+    TopicExistsError,
+    UnknownStreamError,
+    UnknownTopicError,
+    WriterFencedError,
+)
 
 __all__ = ["Cursor", "SqlMetadataStore"]
 
@@ -48,6 +54,7 @@ class SqlMetadataStore(ABC):
 
     _greatest = "MAX"  # the two-argument maximum: MAX in SQLite, GREATEST in PostgreSQL
     _for_update = ""  # row lock suffix: none in SQLite (transactions are serial)
+    _for_share = ""  # shared row lock suffix: none in SQLite
 
     @abstractmethod
     def _tx(self) -> AbstractContextManager[Cursor]:
@@ -173,8 +180,11 @@ class SqlMetadataStore(ABC):
             cur.execute("SELECT * FROM streams ORDER BY stream_id")
             return [self._stream(r) for r in cur.fetchall()]
 
-    def trim_stream(self, stream_id: int, start_offset: int) -> None:
+    def trim_stream(
+        self, stream_id: int, start_offset: int, *, writer: Writer | None = None
+    ) -> None:
         with self._tx() as cur:
+            self._check_writer(cur, writer)
             cur.execute(
                 f"UPDATE streams SET start_offset = {self._greatest}(start_offset, ?) WHERE stream_id = ?",
                 (start_offset, stream_id),
@@ -192,11 +202,48 @@ class SqlMetadataStore(ABC):
         with self._tx() as cur:
             return self._counter(cur, "object_id")
 
-    def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
-        self.commit_objects([obj], compacted)
-
-    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
+    def claim_writer(self, name: str) -> int:
         with self._tx() as cur:
+            # one statement: concurrent claims queue on the row (PostgreSQL)
+            # or the database lock (SQLite) and each gets its own epoch
+            cur.execute(
+                "INSERT INTO writers(name, epoch) VALUES (?, 1) "
+                "ON CONFLICT(name) DO UPDATE SET epoch = writers.epoch + 1 RETURNING epoch",
+                (name,),
+            )
+            return int(cur.fetchone()[0])
+
+    def _check_writer(self, cur: Cursor, writer: Writer | None) -> None:
+        """Raise ``WriterFencedError`` unless ``writer`` holds the current epoch.
+
+        On PostgreSQL the row stays share-locked to the end of the
+        transaction, so a concurrent claim waits for this commit (or this
+        check waits for the claim and then sees the new epoch)."""
+        if writer is None:
+            return
+        name, epoch = writer
+        cur.execute(f"SELECT epoch FROM writers WHERE name = ?{self._for_share}", (name,))
+        row = cur.fetchone()
+        current = 0 if row is None else int(row[0])
+        if current != epoch:
+            raise WriterFencedError(
+                f"writer {name!r} epoch {epoch} is fenced (the current epoch is {current})"
+            )
+
+    def commit_object(
+        self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None
+    ) -> None:
+        self.commit_objects([obj], compacted, writer=writer)
+
+    def commit_objects(
+        self,
+        objs: Sequence[ObjectRecord],
+        compacted: Iterable[int] = (),
+        *,
+        writer: Writer | None = None,
+    ) -> None:
+        with self._tx() as cur:
+            self._check_writer(cur, writer)
             for obj in objs:
                 self._insert_object(cur, obj)
             self._delete_objects(cur, compacted)
@@ -289,8 +336,9 @@ class SqlMetadataStore(ABC):
             objs = self._load_objects(cur, ids)
             return [objs[i] for i in ids]
 
-    def delete_objects(self, object_ids: Iterable[int]) -> None:
+    def delete_objects(self, object_ids: Iterable[int], *, writer: Writer | None = None) -> None:
         with self._tx() as cur:
+            self._check_writer(cur, writer)
             self._delete_objects(cur, object_ids)
 
     # --- consumer groups ---------------------------------------------------------

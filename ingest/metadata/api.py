@@ -7,6 +7,14 @@ offsets, and producer-id allocation. The embedded default is SQLite; a
 PostgreSQL implementation serves clusters. Methods are synchronous and
 transactional (each call is one transaction); async callers run them in a
 worker thread.
+
+Writer epochs fence a superseded writer: a process that writes the S3Stream
+index under one name (the engine's object prefix) first calls
+``claim_writer(name)`` and passes ``writer=(name, epoch)`` to every call that
+changes stream data. Each such call checks, in its own transaction, that the
+epoch is still the name's current one and otherwise raises
+``WriterFencedError`` having changed nothing; so once a successor's claim
+has returned, nothing of the old writer is committed any more.
 """
 
 from __future__ import annotations
@@ -23,7 +31,11 @@ __all__ = [
     "ObjectRange",
     "CommittedOffset",
     "MetadataStore",
+    "Writer",
 ]
+
+Writer = tuple[str, int]
+"""(writer name, epoch) as returned by ``claim_writer``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +125,40 @@ class MetadataStore(Protocol):
 
     def list_streams(self) -> list[StreamRecord]: ...
 
-    def trim_stream(self, stream_id: int, start_offset: int) -> None: ...
+    def trim_stream(
+        self, stream_id: int, start_offset: int, *, writer: Writer | None = None
+    ) -> None:
+        """Raise the stream's start offset to ``start_offset`` (never lowers it)."""
 
     def delete_stream(self, stream_id: int) -> None:
         """Mark the stream deleted; its objects become garbage."""
 
     def next_object_id(self) -> int: ...
 
-    def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
-        """Atomically add ``obj`` (advancing each stream's end_offset) and
-        remove the objects whose ids are in ``compacted``."""
+    def claim_writer(self, name: str) -> int:
+        """Make the caller the current writer ``name``: atomically raise the
+        name's epoch by one and return it (the first claim returns 1). Two
+        claims, from any processes sharing the store, never get the same
+        epoch; every earlier epoch of ``name`` is fenced from then on."""
 
-    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
+    def commit_object(
+        self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None
+    ) -> None:
+        """Atomically add ``obj`` (advancing each stream's end_offset) and
+        remove the objects whose ids are in ``compacted``.
+
+        With ``writer``, this and the other stream data changes
+        (``commit_objects``, ``delete_objects``, ``trim_stream``) first check
+        in the same transaction that the writer's epoch is current, else
+        raise ``WriterFencedError`` and change nothing."""
+
+    def commit_objects(
+        self,
+        objs: Sequence[ObjectRecord],
+        compacted: Iterable[int] = (),
+        *,
+        writer: Writer | None = None,
+    ) -> None:
         """Atomically add every object of ``objs`` and remove ``compacted``: a
         compaction that splits its input into several objects becomes visible
         all at once, or not at all."""
@@ -137,7 +171,9 @@ class MetadataStore(Protocol):
 
     def list_objects(self) -> list[ObjectRecord]: ...
 
-    def delete_objects(self, object_ids: Iterable[int]) -> None: ...
+    def delete_objects(
+        self, object_ids: Iterable[int], *, writer: Writer | None = None
+    ) -> None: ...
 
     # --- consumer groups ---------------------------------------------------
     def commit_offsets(self, group: str, offsets: Sequence[CommittedOffset]) -> None: ...

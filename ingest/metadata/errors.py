@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from ingest.errors import StorageError
 
-__all__ = ["MetadataError", "TopicExistsError", "UnknownTopicError", "UnknownStreamError"]
+__all__ = [
+    "MetadataError",
+    "TopicExistsError",
+    "UnknownTopicError",
+    "UnknownStreamError",
+    "WriterFencedError",
+]
 
 
 class MetadataError(StorageError):
@@ -21,3 +27,9 @@ class UnknownTopicError(MetadataError):
 
 class UnknownStreamError(MetadataError):
     """No stream with that id."""
+
+
+class WriterFencedError(MetadataError):
+    """A change made on behalf of a writer whose epoch is no longer current:
+    another process claimed the writer since (see ``claim_writer``). Nothing
+    of the call was applied; the caller must stop writing."""

@@ -16,8 +16,14 @@ from ingest.metadata.api import (
     PartitionRecord,
     StreamRecord,
     TopicRecord,
+    Writer,
 )
-from ingest.metadata.errors import TopicExistsError, UnknownStreamError, UnknownTopicError
+from ingest.metadata.errors import (
+    TopicExistsError,
+    UnknownStreamError,
+    UnknownTopicError,
+    WriterFencedError,
+)
 
 __all__ = ["MemoryMetadataStore"]
 
@@ -33,6 +39,7 @@ class MemoryMetadataStore:
         self._objects: dict[int, ObjectRecord] = {}
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._kv: dict[str, str] = {}
+        self._writers: dict[str, int] = {}
         self._next_stream_id = 1
         self._next_object_id = 1
         self._next_producer_id = 1
@@ -103,8 +110,11 @@ class MemoryMetadataStore:
         with self._lock:
             return [self._streams[k] for k in sorted(self._streams)]
 
-    def trim_stream(self, stream_id: int, start_offset: int) -> None:
+    def trim_stream(
+        self, stream_id: int, start_offset: int, *, writer: Writer | None = None
+    ) -> None:
         with self._lock:
+            self._check_writer(writer)
             rec = self._stream(stream_id)
             if start_offset > rec.start_offset:
                 self._streams[stream_id] = replace(rec, start_offset=start_offset)
@@ -120,11 +130,36 @@ class MemoryMetadataStore:
             self._next_object_id += 1
             return oid
 
-    def commit_object(self, obj: ObjectRecord, compacted: Iterable[int] = ()) -> None:
-        self.commit_objects([obj], compacted)
-
-    def commit_objects(self, objs: Sequence[ObjectRecord], compacted: Iterable[int] = ()) -> None:
+    def claim_writer(self, name: str) -> int:
         with self._lock:
+            epoch = self._writers.get(name, 0) + 1
+            self._writers[name] = epoch
+            return epoch
+
+    def _check_writer(self, writer: Writer | None) -> None:
+        if writer is None:
+            return
+        name, epoch = writer
+        current = self._writers.get(name, 0)
+        if current != epoch:
+            raise WriterFencedError(
+                f"writer {name!r} epoch {epoch} is fenced (the current epoch is {current})"
+            )
+
+    def commit_object(
+        self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None
+    ) -> None:
+        self.commit_objects([obj], compacted, writer=writer)
+
+    def commit_objects(
+        self,
+        objs: Sequence[ObjectRecord],
+        compacted: Iterable[int] = (),
+        *,
+        writer: Writer | None = None,
+    ) -> None:
+        with self._lock:
+            self._check_writer(writer)
             for obj in objs:  # validate everything before changing anything
                 for r in obj.ranges:
                     self._stream(r.stream_id)
@@ -160,8 +195,9 @@ class MemoryMetadataStore:
         with self._lock:
             return [self._objects[k] for k in sorted(self._objects)]
 
-    def delete_objects(self, object_ids: Iterable[int]) -> None:
+    def delete_objects(self, object_ids: Iterable[int], *, writer: Writer | None = None) -> None:
         with self._lock:
+            self._check_writer(writer)
             for oid in object_ids:
                 self._objects.pop(oid, None)
 

@@ -23,6 +23,7 @@ __all__ = ["PostgresMetadataStore"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS writers (name TEXT PRIMARY KEY, epoch BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY,
     topic_id TEXT NOT NULL,
@@ -111,6 +112,7 @@ class PostgresMetadataStore(SqlMetadataStore):
 
     _greatest = "GREATEST"
     _for_update = " FOR UPDATE"
+    _for_share = " FOR SHARE"
 
     def __init__(self, dsn: str) -> None:
         import psycopg2

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from ingest.metadata import MetadataStore, open_metadata_store
+from ingest.metadata import (
+    MetadataStore,
+    ObjectRange,
+    ObjectRecord,
+    WriterFencedError,
+    open_metadata_store,
+)
 from ingest.metadata.postgres import PostgresMetadataStore
 from tests.unit.metadata.test_contract import MetadataStoreContract
 
@@ -71,6 +77,68 @@ def test_ids_are_unique_across_connections(pg_url: str) -> None:
     assert len({r.stream_id for r in streams}) == 90
     for s in stores:
         s.close()
+
+
+def test_writer_claims_across_connections_get_distinct_epochs(pg_url: str) -> None:
+    stores = [open_metadata_store(pg_url) for _ in range(3)]
+    out: list[int] = []
+    lock = threading.Lock()
+
+    def work(s: MetadataStore) -> None:
+        for _ in range(20):
+            epoch = s.claim_writer("s3stream:streams/")
+            with lock:
+                out.append(epoch)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(out) == list(range(1, 61))
+    for s in stores:
+        s.close()
+
+
+def test_a_commit_racing_a_claim_waits_for_it_and_is_fenced(pg_url: str) -> None:
+    """The epoch check holds its row lock to the commit: a commit of the old
+    epoch that starts while a successor's claim is uncommitted waits for the
+    claim, then sees the new epoch and changes nothing."""
+    old_store = open_metadata_store(pg_url)
+    old = ("w", old_store.claim_writer("w"))
+    sid = old_store.create_stream()
+    oid = old_store.next_object_id()
+    obj = ObjectRecord(oid, "k", 10, "stream_set", (ObjectRange(sid, 0, 5, 0, 10),), 1)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            old_store.commit_object(obj, writer=old)
+        except BaseException as e:  # noqa: BLE001 - inspected below
+            errors.append(e)
+
+    claimer = _admin()
+    claimer.autocommit = False
+    schema = pg_url.rsplit("schema=", 1)[1]
+    t = threading.Thread(target=commit)
+    try:
+        with claimer.cursor() as cur:
+            cur.execute(f'SET search_path TO "{schema}"')
+            cur.execute("UPDATE writers SET epoch = epoch + 1 WHERE name = 'w'")
+        t.start()
+        t.join(0.5)
+        waited = t.is_alive()  # blocked on the claim's row lock
+    finally:
+        claimer.commit()
+    t.join(10)
+    assert waited
+    assert not t.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], WriterFencedError)
+    rec = old_store.get_stream(sid)
+    assert rec is not None and rec.end_offset == 0
+    assert old_store.list_objects() == []
+    claimer.close()
+    old_store.close()
 
 
 def test_data_survives_reconnect(pg_url: str) -> None:

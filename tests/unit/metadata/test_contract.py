@@ -21,6 +21,7 @@ from ingest.metadata import (
     TopicRecord,
     UnknownStreamError,
     UnknownTopicError,
+    WriterFencedError,
     open_metadata_store,
 )
 
@@ -234,6 +235,93 @@ class MetadataStoreContract:
             t.join()
         assert len(set(out)) == 200
 
+    # --- writer epochs -------------------------------------------------------------
+    def test_claim_writer_returns_increasing_epochs_from_one(self, store: MetadataStore) -> None:
+        assert [store.claim_writer("s3stream:streams/") for _ in range(3)] == [1, 2, 3]
+
+    def test_writer_names_have_independent_epochs(self, store: MetadataStore) -> None:
+        assert store.claim_writer("a") == 1
+        assert store.claim_writer("a") == 2
+        assert store.claim_writer("b") == 1
+        sid = store.create_stream()
+        store.commit_object(_object(store.next_object_id(), (sid, 0, 5)), writer=("a", 2))
+        store.commit_object(_object(store.next_object_id(), (sid, 5, 10)), writer=("b", 1))
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.end_offset == 10
+
+    def test_the_current_epoch_changes_stream_data(self, store: MetadataStore) -> None:
+        w = ("w", store.claim_writer("w"))
+        sid = store.create_stream()
+        o1, o2, o3 = store.next_object_id(), store.next_object_id(), store.next_object_id()
+        store.commit_object(_object(o1, (sid, 0, 10)), writer=w)
+        store.commit_objects([_object(o2, (sid, 10, 20))], writer=w)
+        store.commit_object(_object(o3, (sid, 0, 20)), compacted=[o1, o2], writer=w)
+        store.trim_stream(sid, 20, writer=w)
+        store.delete_objects([o3], writer=w)
+        rec = store.get_stream(sid)
+        assert rec is not None and (rec.start_offset, rec.end_offset) == (20, 20)
+        assert store.list_objects() == []
+
+    def test_a_stale_epoch_changes_nothing_and_raises_writer_fenced(
+        self, store: MetadataStore
+    ) -> None:
+        old = ("w", store.claim_writer("w"))
+        sid = store.create_stream()
+        o1 = store.next_object_id()
+        store.commit_object(_object(o1, (sid, 0, 10)), writer=old)
+        new = ("w", store.claim_writer("w"))
+        assert new[1] > old[1]
+        before_objects = store.list_objects()
+        before_stream = store.get_stream(sid)
+        o2, o3 = store.next_object_id(), store.next_object_id()
+        with pytest.raises(WriterFencedError):
+            store.commit_object(_object(o2, (sid, 10, 20)), writer=old)
+        with pytest.raises(WriterFencedError):
+            store.commit_objects([_object(o2, (sid, 0, 20))], compacted=[o1], writer=old)
+        with pytest.raises(WriterFencedError):
+            store.commit_object(_object(o3, (sid, 0, 10)), compacted=[o1], writer=old)
+        with pytest.raises(WriterFencedError):
+            store.delete_objects([o1], writer=old)
+        with pytest.raises(WriterFencedError):
+            store.trim_stream(sid, 5, writer=old)
+        with pytest.raises(WriterFencedError):  # an epoch never claimed
+            store.commit_object(_object(o2, (sid, 10, 20)), writer=("w", new[1] + 1))
+        with pytest.raises(WriterFencedError):  # a name never claimed
+            store.delete_objects([o1], writer=("other", 1))
+        assert store.list_objects() == before_objects
+        assert store.get_stream(sid) == before_stream
+        # the successor still writes
+        store.commit_object(_object(o2, (sid, 10, 20)), writer=new)
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.end_offset == 20
+
+    def test_no_writer_keeps_unchecked_changes(self, store: MetadataStore) -> None:
+        store.claim_writer("w")
+        store.claim_writer("w")
+        sid = store.create_stream()
+        oid = store.next_object_id()
+        store.commit_object(_object(oid, (sid, 0, 10)))
+        store.trim_stream(sid, 10)
+        store.delete_objects([oid])
+        assert store.list_objects() == []
+
+    def test_concurrent_claims_from_threads_get_distinct_epochs(self, store: MetadataStore) -> None:
+        out: list[int] = []
+        lock = threading.Lock()
+
+        def work() -> None:
+            for _ in range(20):
+                epoch = store.claim_writer("w")
+                with lock:
+                    out.append(epoch)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(out) == list(range(1, 81))
+
 
 class TestMetadataStoreContract(MetadataStoreContract):
     pass
@@ -243,6 +331,7 @@ def test_errors_derive_from_storage_error() -> None:
     assert issubclass(MetadataError, StorageError)
     assert issubclass(TopicExistsError, MetadataError)
     assert issubclass(UnknownTopicError, MetadataError)
+    assert issubclass(WriterFencedError, MetadataError)
 
 
 def test_sqlite_store_survives_reopen(tmp_path: Path) -> None:
@@ -261,6 +350,45 @@ def test_sqlite_store_survives_reopen(tmp_path: Path) -> None:
     assert s.create_stream() > sid
     assert s.next_object_id() > oid
     assert s.allocate_producer_id() > pid
+    s.close()
+
+
+def test_sqlite_stores_on_one_file_claim_distinct_epochs(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    stores = [SqliteMetadataStore(path) for _ in range(3)]
+    out: list[int] = []
+    lock = threading.Lock()
+
+    def work(s: MetadataStore) -> None:
+        for _ in range(20):
+            epoch = s.claim_writer("w")
+            with lock:
+                out.append(epoch)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(out) == list(range(1, 61))
+    # the last claim (through any instance) fences every other epoch
+    sid = stores[0].create_stream()
+    with pytest.raises(WriterFencedError):
+        stores[1].commit_object(_object(stores[1].next_object_id(), (sid, 0, 1)), writer=("w", 59))
+    stores[2].commit_object(_object(stores[2].next_object_id(), (sid, 0, 1)), writer=("w", 60))
+    for s in stores:
+        s.close()
+
+
+def test_sqlite_database_without_the_writers_table_gains_it_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    s = SqliteMetadataStore(path)
+    sid = s.create_stream()
+    s._conn.execute("DROP TABLE writers")  # as a database made before writer epochs
+    s.close()
+    s = SqliteMetadataStore(path)
+    assert s.get_stream(sid) is not None
+    assert s.claim_writer("w") == 1
     s.close()
 
 
