@@ -41,7 +41,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from ingest.errors import CorruptDataError
-from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord
+from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord, Writer
+from ingest.metadata.errors import WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.api import StreamBatch
 from ingest.s3stream.cache import BlockCache, CacheEntry, LogCache
@@ -124,6 +125,7 @@ class S3StreamEngine:
         self._started = False
         self._closed = False
         self._fenced: BaseException | None = None
+        self._writer: Writer | None = None  # (name, epoch) claimed in start()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup = asyncio.Event()
         self._upload_lock = asyncio.Lock()
@@ -176,11 +178,19 @@ class S3StreamEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        """Recover every stream (objects + WAL replay), upload the replayed
-        data, then start the background uploader."""
+        """Claim the object prefix as a writer in the metadata store (an older
+        engine on it is fenced: its later commits, trims and deletions are
+        refused), recover every stream (objects + WAL replay), upload the
+        replayed data, then start the background uploader."""
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
+        # Claim the object prefix first: from here on an older engine on it
+        # (a broker we replace that is still running) commits nothing more,
+        # so the stream ends read below stay ours to extend.
+        name = f"s3stream:{self._config.object_prefix}"
+        self._writer = (name, await self._run(self._metadata.claim_writer, name))
+        self._compactor.writer = self._writer
         records = await self._run(self._metadata.list_streams)
         for rec in records:
             if not rec.deleted:
@@ -290,14 +300,37 @@ class S3StreamEngine:
 
     # --- append (called by S3Stream) -------------------------------------------------
     def _owner_lost(self) -> bool:
-        """Another broker recovered this engine's object WAL: it owns the data now.
+        """Another broker took over this engine's data: it recovered the object
+        WAL, or claimed the object prefix in the metadata store (a refused
+        commit, ``WriterFencedError``). It owns the data now.
 
         Unlike a local WAL failure (where uploading what is durable saves it), a
         superseded engine must stop writing objects and metadata altogether."""
-        return isinstance(self._fenced, WalFencedError)
+        return isinstance(self._fenced, (WalFencedError, WriterFencedError))
 
     def _fence_error(self) -> BaseException:
+        if isinstance(self._fenced, WriterFencedError):
+            return StreamFencedError(
+                f"the stream engine is fenced: another engine claimed its objects: {self._fenced}"
+            )
         return StreamFencedError(f"the stream engine is fenced after a WAL failure: {self._fenced}")
+
+    async def _change_metadata(self, fn: Callable[..., None], *args: object) -> None:
+        """Run a change of stream data in the metadata store as this engine's
+        writer. A refusal (another engine claimed the prefix; nothing of the
+        call happened) fences the engine for good: no more appends, uploads
+        or commits; raises ``StreamFencedError`` then."""
+        try:
+            await self._run(fn, *args, writer=self._writer)
+        except WriterFencedError as e:
+            raise self._writer_refused(e) from e
+
+    def _writer_refused(self, e: WriterFencedError) -> BaseException:
+        """Fence the engine after a refused metadata change; the error to raise."""
+        if not self._owner_lost():
+            log.error("another engine claimed this engine's objects; it stops writing: %s", e)
+            self._fenced = e
+        return self._fence_error()
 
     def _append(
         self, stream: S3Stream, base: int, count: int, payload: bytes
@@ -324,6 +357,8 @@ class S3StreamEngine:
 
         def durable(f: asyncio.Future[None]) -> None:
             error = None if f.cancelled() else f.exception()
+            if error is None and self._owner_lost():
+                error = self._fence_error()  # the successor never sees this WAL record
             if error is not None and self._fenced is None:
                 self._fenced = error
             stream._on_durable(item, error)
@@ -481,11 +516,13 @@ class S3StreamEngine:
         try:
             records = await asyncio.shield(task)
             for record in records:
-                await self._run(self._metadata.commit_object, record)
+                await self._change_metadata(self._metadata.commit_object, record)
         except asyncio.CancelledError:
             raise
-        except BaseException:
-            await self._abandon_uploads(keep_oldest=True)
+        except BaseException as e:
+            # a refused commit certainly did not happen: delete the oldest too
+            refused = isinstance(e.__cause__, WriterFencedError)
+            await self._abandon_uploads(keep_oldest=not refused)
             raise
         self._uploads_in_flight.popleft()
         for stream, entries in picked:
@@ -673,7 +710,7 @@ class S3StreamEngine:
 
     # --- trim and garbage ------------------------------------------------------------
     async def _trim(self, stream: S3Stream, new_start: int) -> None:
-        await self._run(self._metadata.trim_stream, stream.stream_id, new_start)
+        await self._change_metadata(self._metadata.trim_stream, stream.stream_id, new_start)
         self._log_cache.trim(stream.stream_id, new_start)
         self._gc_dirty.add(stream.stream_id)
         self._gc_due = True
@@ -692,7 +729,10 @@ class S3StreamEngine:
         """One compaction pass (see :mod:`ingest.s3stream.compact`); returns
         how many objects were merged away."""
         self._last_compaction = time.monotonic()
-        return await self._compactor.run_once()
+        try:
+            return await self._compactor.run_once()
+        except WriterFencedError as e:
+            raise self._writer_refused(e) from e
 
     def _gc_candidates(
         self, dirty: set[int] | None
@@ -733,7 +773,7 @@ class S3StreamEngine:
         doomed = [o for o in objs if all(dead(r) for r in o.ranges)]
         if not doomed:
             return 0
-        await self._run(self._metadata.delete_objects, [o.object_id for o in doomed])
+        await self._change_metadata(self._metadata.delete_objects, [o.object_id for o in doomed])
         await self._objects.delete([o.key for o in doomed])
         for o in doomed:
             self._block_cache.invalidate(o.key)

@@ -33,7 +33,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord
+from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord, Writer
+from ingest.metadata.errors import WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.api import StreamBatch
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
@@ -93,6 +94,8 @@ class Compactor:
         self._policy = policy
         self._key_for = key_for
         self._on_deleted = on_deleted
+        self.writer: Writer | None = None
+        """The writer epoch the commits are checked against (set by the engine)."""
         self.compactions = 0
 
     def pick(
@@ -205,7 +208,20 @@ class Compactor:
             records.append(await self._write(kind, out_runs))
         # all outputs and the removal of the inputs in one metadata transaction:
         # a crash never leaves inputs and some outputs both live
-        await self._run(self._metadata.commit_objects, records, [o.object_id for o in picked])
+        try:
+            await self._run(
+                self._metadata.commit_objects,
+                records,
+                [o.object_id for o in picked],
+                writer=self.writer,
+            )
+        except WriterFencedError:
+            # refused as a whole: the outputs are ours alone, the inputs stay
+            try:
+                await self._objects.delete([r.key for r in records])
+            except Exception:  # noqa: BLE001 - orphans are swept at start
+                pass
+            raise
         await self._objects.delete([o.key for o in picked])
         for o in picked:
             self._on_deleted(o.key)
