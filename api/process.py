@@ -36,7 +36,7 @@ def _table_write_throttle(broker: Broker) -> Callable[[int], Awaitable[None]] | 
     from ingest.s3stream.network.limiter import TrafficClass
 
     limiter = getattr(broker.engine, "rate_limiter", None)
-    if limiter is None or not limiter.enabled:
+    if limiter is None or not limiter.limits(TrafficClass.TABLE_WRITE):
         return None
 
     async def throttle(nbytes: int) -> None:

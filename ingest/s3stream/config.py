@@ -83,11 +83,11 @@ class S3StreamConfig(BaseModel):
     """Total object-store bandwidth for limited traffic (0: no limit). Produce
     (WAL and uploads) is never limited; the classes below get shares of it."""
     network_busy_bytes_per_second: int = Field(default=100_000_000, ge=0)
-    """While anything has been produced within the last second, limited
-    traffic (catch-up and tail reads from objects, compaction, table writes)
-    shares at most this rate (0: no such cap). A catch-up read or a compaction
-    cannot then push produce latency up; with no produce they run at
-    ``network_bytes_per_second``."""
+    """While anything has been produced within the last second, catch-up
+    reads from objects and compaction share at most this rate (0: no such
+    cap), so they cannot push produce latency up; with no produce they run at
+    ``network_bytes_per_second``. Tail reads and table writes, which keep up
+    with produce, are not held back by it."""
     network_share_tail_read: float = Field(default=1.0, ge=0)
     network_share_catch_up_read: float = Field(default=0.5, ge=0)
     network_share_compaction: float = Field(default=0.2, ge=0)

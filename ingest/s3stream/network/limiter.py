@@ -14,11 +14,15 @@ full and then leaves it in debt (it still costs its bytes), so large ranged
 GETs are neither refused nor split.
 
 Produce first: the engine reports each append (:meth:`note_produce`). While
-anything has been produced within the last ``busy_window_s``, the total is at
-most ``busy_bytes_per_second``; once produce has been quiet that long, limited
-traffic runs at ``bytes_per_second`` (unlimited when 0). A cold catch-up read
-on an idle broker thus gets all the bandwidth and CPU there is, and the same
-read on a broker taking writes cannot push produce latency up. Event loop only.
+anything has been produced within the last ``busy_window_s``, the background
+classes (``busy_classes``: catch-up reads and compaction) share at most
+``busy_bytes_per_second``; once produce has been quiet that long they run at
+``bytes_per_second`` (unlimited when 0). A cold catch-up read on an idle
+broker thus gets all the bandwidth and CPU there is, and the same read on a
+broker taking writes cannot push produce latency up. Tail reads and table
+writes keep up with produce, so the busy cap leaves them alone (with
+``bytes_per_second`` also set, the lower busy total applies to every class
+while produce is active). Event loop only.
 """
 
 from __future__ import annotations
@@ -83,7 +87,11 @@ class NetworkRateLimiter:
         *,
         busy_bytes_per_second: float = 0,
         busy_window_s: float = 1.0,
+        busy_classes: frozenset[TrafficClass] = frozenset(
+            {TrafficClass.CATCH_UP_READ, TrafficClass.COMPACTION}
+        ),
     ) -> None:
+        self._busy_classes = busy_classes
         self._idle_rate = max(float(bytes_per_second), 0.0)
         self._busy_rate = max(float(busy_bytes_per_second), 0.0)
         if self._idle_rate and self._busy_rate:
@@ -103,6 +111,12 @@ class NetworkRateLimiter:
     def enabled(self) -> bool:
         return bool(self._idle_rate or self._busy_rate)
 
+    def limits(self, kind: TrafficClass) -> bool:
+        """Whether ``acquire`` of ``kind`` may ever wait."""
+        if kind is TrafficClass.PRODUCE:
+            return False
+        return bool(self._idle_rate or (self._busy_rate and kind in self._busy_classes))
+
     def note_produce(self, nbytes: int) -> None:
         """Produce traffic happened now (it never waits; it makes the limiter busy)."""
         self.bytes[TrafficClass.PRODUCE] += nbytes
@@ -121,8 +135,11 @@ class NetworkRateLimiter:
         self.bytes[kind] += nbytes
         if kind is TrafficClass.PRODUCE:
             return
-        if not self._waiters and not self.current_rate():
-            return
+        if not self._idle_rate:  # only the busy cap can hold it back
+            if kind not in self._busy_classes:
+                return
+            if not self._waiters and not self.current_rate():
+                return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (int(kind), next(self._seq), nbytes, fut))
         self._dispatch()

@@ -93,3 +93,24 @@ async def test_the_busy_cap_never_raises_a_configured_total() -> None:
     assert quiet.current_rate() == 2_000_000  # nothing produced yet
     quiet.note_produce(1)
     assert quiet.current_rate() == 500_000
+
+
+async def test_the_busy_cap_leaves_tail_reads_and_table_writes_alone() -> None:
+    limiter = NetworkRateLimiter(0, SHARES, busy_bytes_per_second=1_000)
+    limiter.note_produce(1)
+    assert limiter.limits(TrafficClass.CATCH_UP_READ) and limiter.limits(TrafficClass.COMPACTION)
+    assert not limiter.limits(TrafficClass.TAIL_READ)
+    assert not limiter.limits(TrafficClass.TABLE_WRITE)
+    assert not limiter.limits(TrafficClass.PRODUCE)
+    await limiter.acquire(TrafficClass.CATCH_UP_READ, 10_000_000)  # deep in debt
+    waiting = asyncio.create_task(limiter.acquire(TrafficClass.CATCH_UP_READ, 100))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    t = time.monotonic()
+    for _ in range(10):  # not queued behind the capped read
+        await limiter.acquire(TrafficClass.TABLE_WRITE, 1_000_000)
+        await limiter.acquire(TrafficClass.TAIL_READ, 1_000_000)
+    assert time.monotonic() - t < 0.1
+    waiting.cancel()
+    capped = NetworkRateLimiter(1_000, SHARES, busy_bytes_per_second=500)
+    assert capped.limits(TrafficClass.TABLE_WRITE)  # a configured total caps every class
