@@ -26,7 +26,7 @@ from ingest.metadata.errors import (
     TopicExistsError,
     UnknownStreamError,
     UnknownTopicError,
-    WriterFencedError,
+    ensure_current_epoch,
 )
 
 __all__ = ["Cursor", "SqlMetadataStore"]
@@ -224,11 +224,7 @@ class SqlMetadataStore(ABC):
         name, epoch = writer
         cur.execute(f"SELECT epoch FROM writers WHERE name = ?{self._for_share}", (name,))
         row = cur.fetchone()
-        current = 0 if row is None else int(row[0])
-        if current != epoch:
-            raise WriterFencedError(
-                f"writer {name!r} epoch {epoch} is fenced (the current epoch is {current})"
-            )
+        ensure_current_epoch(name, epoch, 0 if row is None else int(row[0]))
 
     def commit_object(
         self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None

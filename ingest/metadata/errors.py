@@ -10,6 +10,7 @@ __all__ = [
     "UnknownTopicError",
     "UnknownStreamError",
     "WriterFencedError",
+    "ensure_current_epoch",
 ]
 
 
@@ -33,3 +34,11 @@ class WriterFencedError(MetadataError):
     """A change made on behalf of a writer whose epoch is no longer current:
     another process claimed the writer since (see ``claim_writer``). Nothing
     of the call was applied; the caller must stop writing."""
+
+
+def ensure_current_epoch(name: str, epoch: int, current: int) -> None:
+    """Raise ``WriterFencedError`` unless ``epoch`` is writer ``name``'s ``current`` one."""
+    if current != epoch:
+        raise WriterFencedError(
+            f"writer {name!r} epoch {epoch} is fenced (the current epoch is {current})"
+        )

@@ -22,7 +22,7 @@ from ingest.metadata.errors import (
     TopicExistsError,
     UnknownStreamError,
     UnknownTopicError,
-    WriterFencedError,
+    ensure_current_epoch,
 )
 
 __all__ = ["MemoryMetadataStore"]
@@ -140,11 +140,7 @@ class MemoryMetadataStore:
         if writer is None:
             return
         name, epoch = writer
-        current = self._writers.get(name, 0)
-        if current != epoch:
-            raise WriterFencedError(
-                f"writer {name!r} epoch {epoch} is fenced (the current epoch is {current})"
-            )
+        ensure_current_epoch(name, epoch, self._writers.get(name, 0))
 
     def commit_object(
         self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None
