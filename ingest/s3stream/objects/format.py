@@ -212,30 +212,64 @@ def concat(buffers: Iterable[bytes | memoryview]) -> bytearray:
 
 class StreamRange:
     """One stream range read from an object: parsed (and verified) once, then
-    served by offset with a binary search. ``len()`` is its size in bytes."""
+    served by offset with a binary search. ``len()`` is the bytes it keeps
+    alive (the range, or the whole buffer it was cut from)."""
 
-    __slots__ = ("stream_id", "_view", "_size", "_bases", "_counts", "_starts", "_ends")
+    __slots__ = (
+        "stream_id",
+        "_view",
+        "_size",
+        "_footprint",
+        "_bases",
+        "_counts",
+        "_starts",
+        "_ends",
+    )
 
     def __init__(self, stream_id: int, data: bytes | memoryview, *, verify: bool = True) -> None:
+        # One pass, no per-batch objects: this runs for every range a
+        # catch-up read loads, so its per-batch cost is read throughput.
+        view = memoryview(data)
+        size = len(view)
+        bases: list[int] = []
+        counts: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        unpack, crc, header = _BATCH.unpack_from, crc32c.crc32c, _BATCH.size
+        fields = _BATCH_CRC_FIELDS.size  # the header bytes a batch CRC covers
+        off = 0
+        while off < size:
+            if size - off < header:
+                raise CorruptDataError("truncated batch header in stream set object")
+            base, count, length, want = unpack(view, off)
+            start = off + header
+            end = start + length
+            if end > size or count < 0:
+                raise CorruptDataError("batch overruns its stream range")
+            if verify and crc(view[start:end], crc(view[off : off + fields])) != want:
+                raise CorruptDataError(
+                    f"batch checksum mismatch in stream {stream_id} at offset {base}"
+                )
+            bases.append(base)
+            counts.append(count)
+            starts.append(start)
+            ends.append(end)
+            off = end
         self.stream_id = stream_id
-        self._view = memoryview(data)
-        self._size = len(self._view)
-        self._bases: list[int] = []
-        self._counts: list[int] = []
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        start = 0
-        for b in iter_batches(stream_id, self._view, verify=verify):
-            length = len(b.payload)
-            payload_start = start + _BATCH.size
-            self._bases.append(b.base_offset)
-            self._counts.append(b.count)
-            self._starts.append(payload_start)
-            self._ends.append(payload_start + length)
-            start = payload_start + length
+        self._view = view
+        self._size = size
+        # what keeping this range costs: all of the buffer it views (a range
+        # cut from a whole-object read keeps the whole object alive)
+        base_obj = view.obj
+        self._footprint = size if base_obj is None else memoryview(base_obj).nbytes
+        self._bases = bases
+        self._counts = counts
+        self._starts = starts
+        self._ends = ends
 
     def __len__(self) -> int:
-        return self._size
+        """Bytes held in memory (the block cache's measure)."""
+        return self._footprint
 
     def batches_from(self, offset: int) -> Iterator[StreamBatch]:
         """Batches from the one containing ``offset`` (or the first after it)."""

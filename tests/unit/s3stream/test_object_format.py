@@ -97,6 +97,21 @@ def test_a_flipped_payload_byte_fails_the_batch_checksum(
         list(iter_batches(e.stream_id, bytes(body[e.position : e.position + e.length])))
 
 
+@settings(max_examples=150, deadline=None)
+@given(stream_ranges().filter(lambda r: any(len(rr) for rr in r)), st.data())
+def test_a_stream_range_refuses_any_flipped_bit_of_its_batches(
+    ranges: list[list[StreamBatch]], data: st.DataObject
+) -> None:
+    from ingest.s3stream.objects import StreamRange
+
+    body = bytearray(_body(ranges))
+    e = data.draw(st.sampled_from([e for e in decode_index(bytes(body)) if e.length]))
+    i = data.draw(st.integers(e.position, e.position + e.length - 1))
+    body[i] ^= 1 << data.draw(st.integers(0, 7))
+    with pytest.raises(CorruptDataError):
+        StreamRange(e.stream_id, memoryview(body)[e.position : e.position + e.length])
+
+
 def test_truncated_object_is_corrupt() -> None:
     with pytest.raises(CorruptDataError):
         decode_index(b"short")
@@ -135,6 +150,14 @@ def test_stream_range_serves_batches_from_any_offset(
     batches = ranges[0]
     rng = StreamRange(entry.stream_id, body[entry.position : entry.position + entry.length])
     assert len(rng) == entry.length
+    # cut from a whole-object read, a range counts (keeps alive) the whole object
+    whole = StreamRange(
+        entry.stream_id, memoryview(body)[entry.position : entry.position + entry.length]
+    )
+    assert len(whole) == len(body)
+    assert [bytes(b.payload) for b in whole.batches_from(0)] == [
+        bytes(b.payload) for b in rng.batches_from(0)
+    ]
     offset = data.draw(st.integers(batches[0].base_offset, batches[-1].end_offset))
     want = [b for b in batches if b.end_offset > offset]
     got = list(rng.batches_from(offset))
