@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 __all__ = ["ObjectInfo", "ObjectStore"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,11 @@ class ObjectStore(Protocol):
     - ``get(key, start, end)`` returns bytes ``[start, end)`` (``end``
       exclusive, clamped to the object's size); ``None`` means "from the
       beginning" / "to the end". Raises ``ObjectNotFoundError`` for a missing key.
+    - ``get_then(key, start, end, then)`` returns ``then(data)`` for those
+      bytes, calling ``then`` where the bytes were read (an I/O thread, if the
+      store has them) while they are still in the CPU's caches: checksums and
+      parsing of fresh reads cost less there and stay off the event loop.
+      ``data`` is bytes or a memoryview that stays valid while referenced.
     - ``delete`` ignores keys that do not exist.
     - ``list(prefix)`` returns every object whose key starts with ``prefix``,
       sorted by key.
@@ -40,6 +48,14 @@ class ObjectStore(Protocol):
     ) -> None: ...
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes: ...
+
+    async def get_then(
+        self,
+        key: str,
+        start: int | None,
+        end: int | None,
+        then: Callable[[bytes | memoryview], T],
+    ) -> T: ...
 
     async def delete(self, keys: list[str]) -> None: ...
 

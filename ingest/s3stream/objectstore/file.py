@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ingest.errors import ConfigError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
+
+T = TypeVar("T")
 
 __all__ = ["FileObjectStore"]
 
@@ -112,6 +116,18 @@ class FileObjectStore:
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         return await self._run(self._get, key, start, end)
+
+    async def get_then(
+        self,
+        key: str,
+        start: int | None,
+        end: int | None,
+        then: Callable[[bytes | memoryview], T],
+    ) -> T:
+        def read() -> T:
+            return then(self._get(key, start, end))
+
+        return await self._run(read)
 
     async def delete(self, keys: list[str]) -> None:
         await self._run(self._delete, keys)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
+
+T = TypeVar("T")
 
 __all__ = ["MemoryObjectStore"]
 
@@ -27,6 +32,15 @@ class MemoryObjectStore:
         except KeyError:
             raise ObjectNotFoundError(f"no object {key!r}") from None
         return data[start:end] if start is not None or end is not None else data
+
+    async def get_then(
+        self,
+        key: str,
+        start: int | None,
+        end: int | None,
+        then: Callable[[bytes | memoryview], T],
+    ) -> T:
+        return then(await self.get(key, start, end))
 
     async def delete(self, keys: list[str]) -> None:
         for k in keys:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -27,9 +28,11 @@ from botocore.exceptions import ClientError
 from ingest.errors import StorageError
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
+from ingest.s3stream.objectstore.direct_get import DirectGetter
 
 __all__ = ["S3ObjectStore"]
 
+T = TypeVar("T")
 _MIB = 1024 * 1024
 _CONFLICT_ATTEMPTS = 6  # tries of a create-only put that meets 409 ConditionalRequestConflict
 
@@ -45,7 +48,12 @@ class S3ObjectStore:
     ``secret_access_key``, ``session_token``, ``path_style`` (path-style
     addressing, needed by MinIO and moto), ``max_in_flight`` (requests in
     flight), ``multipart_threshold`` / ``part_size`` (bytes),
-    ``retry_mode`` (``standard`` | ``adaptive``) and ``max_attempts``.
+    ``retry_mode`` (``standard`` | ``adaptive``), ``max_attempts`` and
+    ``direct_get`` (GETs straight over ``http.client``, signed by botocore,
+    falling back to boto3 for anything but a plain answer: see
+    :mod:`~ingest.s3stream.objectstore.direct_get`; on by default) and
+    ``read_buffer_bytes`` (recycled buffers for large reads kept for the block
+    cache: size it to the block cache plus the read-ahead in flight).
     """
 
     def __init__(
@@ -66,6 +74,8 @@ class S3ObjectStore:
         max_attempts: int = 5,
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
+        direct_get: bool = True,
+        read_buffer_bytes: int = 192 * _MIB,
     ) -> None:
         if part_size < 5 * _MIB:
             raise StorageError("part_size must be at least 5 MiB")
@@ -89,16 +99,27 @@ class S3ObjectStore:
             # 552 to 835 MB/s without it. Uploads keep their request checksums.
             response_checksum_validation="when_required",
         )
-        session = boto3.session.Session()
-        self._client: Any = session.client(
-            "s3",
-            endpoint_url=endpoint_url,
-            region_name=region,
+        # Explicit keys go to the session, so the client and the direct GET
+        # path sign with the same credentials (else the default chain's).
+        session = boto3.session.Session(
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
             aws_session_token=session_token,
-            config=config,
         )
+        self._client: Any = session.client(
+            "s3", endpoint_url=endpoint_url, region_name=region, config=config
+        )
+        self._direct: DirectGetter | None = None
+        credentials = session.get_credentials()
+        if direct_get and DirectGetter.usable(self._client, credentials):
+            self._direct = DirectGetter(
+                self._client,
+                credentials,
+                bucket,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                buffer_bytes=read_buffer_bytes,
+            )
 
     def _full(self, key: str) -> str:
         return self._prefix + key
@@ -195,14 +216,42 @@ class S3ObjectStore:
             raise
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        data: bytes = await self._call(self._reader(key, start, end, pooled=False))
+        return data
+
+    async def get_then(
+        self,
+        key: str,
+        start: int | None,
+        end: int | None,
+        then: Callable[[bytes | memoryview], T],
+    ) -> T:
+        read = self._reader(key, start, end, pooled=True)
+
+        def read_then() -> T:
+            return then(read())
+
+        result: T = await self._call(read_then)
+        return result
+
+    def _reader(
+        self, key: str, start: int | None, end: int | None, *, pooled: bool
+    ) -> Callable[[], bytes | memoryview]:
+        """A blocking read of ``[start, end)`` of ``key``: direct when it can
+        be, else (or when the direct answer is not a plain one) through boto3."""
         kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": self._full(key)}
         if start is not None or end is not None:
             lo = start or 0
             if end is not None and end <= lo:
-                return b""
+                return lambda: b""
             kwargs["Range"] = f"bytes={lo}-" if end is None else f"bytes={lo}-{end - 1}"
+        direct = self._direct
 
-        def read() -> bytes:
+        def read() -> bytes | memoryview:
+            if direct is not None:
+                data = direct.get(kwargs["Key"], kwargs.get("Range"), pooled=pooled)
+                if data is not None:
+                    return data
             try:
                 resp = self._client.get_object(**kwargs)
             except ClientError as e:
@@ -211,8 +260,7 @@ class S3ObjectStore:
                 raise
             return bytes(resp["Body"].read())
 
-        data: bytes = await self._call(read)
-        return data
+        return read
 
     async def delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
@@ -240,5 +288,7 @@ class S3ObjectStore:
         return result
 
     async def close(self) -> None:
+        if self._direct is not None:
+            await asyncio.to_thread(self._direct.close)
         await asyncio.to_thread(self._client.close)
         self._executor.shutdown(wait=False)

@@ -2,7 +2,8 @@
 
 ``mode`` (settable at any time): ``"ok"`` forwards; ``"error"`` answers 500
 InternalError; ``"slow"`` sleeps ``delay`` seconds then forwards; ``"drop"``
-closes the connection without an answer; ``"mixed"`` cycles through the three.
+closes the connection without an answer; ``"mixed"`` cycles through the three
+(or through the modes given to ``cycle``, which may include ``"ok"``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ class FaultProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def cycle(self, modes: list[str]) -> None:
+        """Make ``"mixed"`` cycle through ``modes`` from now on."""
+        with self._lock:
+            self._cycle = itertools.cycle(modes)
 
     @property
     def endpoint(self) -> str:

@@ -96,3 +96,44 @@ class ObjectStoreContract:
         assert len(winners) == 1, results
         assert all(isinstance(r, ObjectExistsError) for r in results if r is not None)
         assert await store.get("c/race") == b"writer %d" % winners[0]
+
+    async def test_get_then_applies_the_function_to_the_ranges_bytes(
+        self, store: ObjectStore
+    ) -> None:
+        data = os.urandom(3 * 1024 * 1024 + 5)  # large enough for pooled reads
+        await store.put("t/obj", data)
+        assert await store.get_then("t/obj", None, None, bytes) == data
+        assert await store.get_then("t/obj", 7, 2 * 1024 * 1024, bytes) == data[7 : 2 * 1024 * 1024]
+        assert await store.get_then("t/obj", 5, 5, bytes) == b""
+        assert await store.get_then("t/obj", len(data) - 3, None, len) == 3
+
+    async def test_get_then_of_a_missing_key_raises_object_not_found(
+        self, store: ObjectStore
+    ) -> None:
+        with pytest.raises(ObjectNotFoundError):
+            await store.get_then("missing", None, None, bytes)
+
+    async def test_get_then_errors_of_the_function_reach_the_caller(
+        self, store: ObjectStore
+    ) -> None:
+        await store.put("t/x", b"abc")
+
+        def refuse(data: bytes | memoryview) -> int:
+            raise ValueError(bytes(data).decode())
+
+        with pytest.raises(ValueError, match="abc"):
+            await store.get_then("t/x", None, None, refuse)
+
+    async def test_views_handed_to_get_then_keep_their_bytes(self, store: ObjectStore) -> None:
+        # a store may read into recycled buffers: what a caller keeps must
+        # not change under it when later reads come in
+        blobs = [os.urandom(2 * 1024 * 1024 + i) for i in range(6)]
+        for i, b in enumerate(blobs):
+            await store.put(f"v/{i}", b)
+        kept: list[memoryview] = []
+        for i in range(3):
+            kept.append(await store.get_then(f"v/{i}", None, None, lambda d: memoryview(d)))
+        for _ in range(3):
+            for i in range(6):
+                assert await store.get_then(f"v/{i}", None, None, bytes) == blobs[i]
+        assert [bytes(v) for v in kept] == blobs[:3]
