@@ -83,6 +83,11 @@ class BlockCache(Generic[V]):
             _, v = self._entries.popitem(last=False)
             self._bytes -= len(v)
 
+    def clear(self) -> None:
+        """Forget every range (the memory is released once readers drop theirs)."""
+        self._entries.clear()
+        self._bytes = 0
+
     def invalidate(self, key: str) -> None:
         """Forget every range of ``key`` (the object was deleted)."""
         for k in [k for k in self._entries if k[0] == key]:

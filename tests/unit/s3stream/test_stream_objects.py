@@ -6,10 +6,15 @@ import asyncio
 import os
 from pathlib import Path
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from ingest.metadata import MemoryMetadataStore
 from ingest.s3stream import S3StreamConfig, open_engine
 from ingest.s3stream.objects import read_index
 from ingest.s3stream.objectstore import MemoryObjectStore
+
+T = TypeVar("T")
 
 KIB = 1024
 
@@ -144,6 +149,61 @@ async def test_catch_up_reads_prefetch_the_following_objects(tmp_path: Path) -> 
     await s.fetch(20, 60, 1)
     assert engine.block_cache.hits == hits + 2
     await engine.close()
+
+
+class _RecordingStore(MemoryObjectStore):
+    """Records the (key, start, end) of every read through ``get_then``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[str, int | None, int | None]] = []
+
+    async def get_then(
+        self,
+        key: str,
+        start: int | None,
+        end: int | None,
+        then: Callable[[bytes | memoryview], T],
+    ) -> T:
+        self.reads.append((key, start, end))
+        return await super().get_then(key, start, end, then)
+
+
+async def test_a_range_that_is_most_of_its_object_is_read_with_a_plain_get(
+    tmp_path: Path,
+) -> None:
+    store = _RecordingStore()
+    metadata = MemoryMetadataStore()
+    engine = open_engine(_config(tmp_path, read_ahead_ranges=0), metadata, store)
+    await engine.start()
+    busy = await engine.create_stream()
+    quiet = [await engine.create_stream() for _ in range(2)]
+    payloads = [os.urandom(8 * KIB) for _ in range(20)]
+    for p in payloads:
+        await busy.append(p, 1)
+    small = [os.urandom(3 * KIB) for _ in range(4)]
+    for q in quiet:
+        for p in small:
+            await q.append(p, 1)
+    await engine.flush()
+    await engine.close()
+
+    engine = open_engine(_config(tmp_path, read_ahead_ranges=0), metadata, store)
+    await engine.start()
+    so = next(o for o in metadata.list_objects() if o.kind == "stream")
+    sso = next(o for o in metadata.list_objects() if o.kind == "stream_set")
+    b = await engine.open_stream(busy.stream_id)
+    got = [bytes(x.payload) for x in await b.fetch(0, 20, 1 << 20)]
+    assert got == payloads
+    assert store.reads == [(so.key, None, None)]  # a stream object: read whole
+    q = await engine.open_stream(quiet[0].stream_id)
+    assert [bytes(x.payload) for x in await q.fetch(0, 4, 1 << 20)] == small
+    r = next(r for r in sso.ranges if r.stream_id == quiet[0].stream_id)
+    assert store.reads[1] == (sso.key, r.position, r.position + r.length)  # a third of it
+    # the cache counts what a range keeps alive: the whole object for the first
+    assert engine.block_cache.size == so.size + r.length
+    await engine.close()
+    assert engine.block_cache.size == 0  # close lets the cached ranges go
 
 
 async def test_the_uploader_removes_trimmed_objects_without_a_full_listing(
