@@ -83,12 +83,17 @@ class Settings:
         p = self.process
         if not self.object_store_url.startswith("s3://"):
             return {}
+        st = self.storage
         opts = {
             "endpoint_url": p.s3_endpoint_url,
             "region": p.s3_region,
             "access_key_id": p.s3_access_key_id,
             "secret_access_key": p.s3_secret_access_key,
             "path_style": p.s3_path_style,
+            # recycled read buffers: what the block cache holds plus the
+            # read-ahead in flight
+            "read_buffer_bytes": st.block_cache_bytes
+            + (st.read_ahead_ranges + 1) * st.upload_size_bytes,
         }
         return {k: v for k, v in opts.items() if v is not None}
 

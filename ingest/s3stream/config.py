@@ -22,7 +22,9 @@ class S3StreamConfig(BaseModel):
 
     Memory: the engine holds at most ``log_cache_bytes`` of uploaded data plus
     everything not yet uploaded (capped by ``max_pending_upload_bytes``), and
-    ``block_cache_bytes`` of object ranges. On top of that, transiently:
+    ``block_cache_bytes`` of object ranges (on S3, in the store's recycled
+    read buffers, which keep up to that plus the read-ahead in flight while
+    idle). On top of that, transiently:
     encoded uploads in flight (``upload_parallelism`` x ``upload_size_bytes``),
     one compaction pass (about 2 x ``compaction_target_bytes`` or
     ``stream_object_target_bytes``: the ranges read and the merged object),
@@ -60,9 +62,10 @@ class S3StreamConfig(BaseModel):
     """Refuse appends (``StreamBackpressureError``) while this much appended
     data waits for upload; the log cache holds all of it in memory."""
     block_cache_bytes: int = Field(default=128 * _MIB, ge=0)
-    read_ahead_ranges: int = Field(default=3, ge=0)
+    read_ahead_ranges: int = Field(default=4, ge=0)
     """On a read from objects, prefetch this many following object ranges of
-    the stream into the block cache (sequential catch-up reads)."""
+    the stream into the block cache (sequential catch-up reads). With the
+    range being read, up to this many + 1 GETs are in flight per reader."""
     object_prefix: str = "streams/"
     """Key prefix of the objects this engine writes."""
     gc_interval_ms: int = Field(default=30_000, ge=1)

@@ -21,6 +21,7 @@ Blocking; one keep-alive connection per calling thread.
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import socket
 import ssl
@@ -96,7 +97,9 @@ class DirectGetter:
         self._read_timeout = read_timeout
         self._tls: ssl.SSLContext | None = None
         if self._scheme == "https":
-            self._tls = ssl.create_default_context(cafile=get_cert_path(True))
+            # the CA bundle botocore would use: AWS_CA_BUNDLE, else certifi's
+            cafile = os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
+            self._tls = ssl.create_default_context(cafile=cafile)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: set[http.client.HTTPConnection] = set()

@@ -143,6 +143,21 @@ def test_default_ports_are_kafka_9092_registry_8081_http_8181() -> None:
     assert free_port() > 0
 
 
+def test_s3_read_buffers_are_sized_to_the_block_cache_and_read_ahead(tmp_path: Path) -> None:
+    from api.settings import load_settings
+
+    cfg = tmp_path / "tidelake.toml"
+    cfg.write_text(
+        'object_store_url = "s3://bucket/prefix"\n'
+        "[storage]\nblock_cache_bytes = 64000000\nread_ahead_ranges = 2\n"
+        "upload_size_bytes = 4000000\n"
+    )
+    opts = load_settings(cfg).object_store_options()
+    assert opts["read_buffer_bytes"] == 64_000_000 + 3 * 4_000_000
+    cfg.write_text('object_store_url = "file:///tmp/objects"\n')
+    assert load_settings(cfg).object_store_options() == {}
+
+
 def test_http_admin_api_lists_topics_and_serves_metrics(tmp_path: Path) -> None:
     from confluent_kafka.admin import NewTopic
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from ingest.metadata import MemoryMetadataStore
