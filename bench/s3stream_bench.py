@@ -2,16 +2,22 @@
 
 Usage::
 
-    python bench/s3stream_bench.py [--mib 128] [--seconds 5]
+    python bench/s3stream_bench.py [--mib 128] [--seconds 5] [--rounds 7] [--ahead 0,4]
 
 Starts ``moto_server`` on 127.0.0.1 and measures, in the same run:
 
 - ``raw-get``: whole-object GETs of the engine's own 8 MiB objects through
-  the same S3 object store, one at a time and four at a time (the baseline);
+  the same S3 object store, one at a time and four at a time (the baseline),
+  and four at a time through boto3's ``get_object`` (the store's GETs go
+  straight over http.client; this row shows what that is worth);
 - ``catch-up``: a fresh engine (cold block cache) reads the stream back from
-  the beginning with 1 MiB fetches, without and with read-ahead (3 ranges:
-  up to 4 GETs in flight); ratios against both raw GET figures. Raw GETs and
-  catch-up reads alternate over three rounds; the table shows medians;
+  the beginning with 1 MiB fetches, without read-ahead and with the default
+  (4 ranges: up to 5 GETs in flight); ratios against both raw GET figures of
+  the same round (raw GETs run before and after the reads; a ratio is to
+  their mean). Raw GETs and catch-up reads alternate over ``--rounds``
+  rounds (default 7) after one untimed warm-up read; the table shows medians
+  of the throughputs and of the per-round ratios, with their ranges (the
+  JSON has every round's ratio);
 - ``objects``: many small uploads (4 streams, 256 KiB uploads), then
   compaction to completion: object count and PUTs per GB before and after;
 - ``wal``: append latency at 20 MB/s, file WAL vs object WAL (5 and 20 ms
@@ -77,6 +83,10 @@ class CountingStore:
         self.gets += 1
         return await self.inner.get(key, start, end)
 
+    async def get_then(self, key: str, start: Any, end: Any, then: Any) -> Any:
+        self.gets += 1
+        return await self.inner.get_then(key, start, end, then)
+
     async def delete(self, keys: list[str]) -> None:
         await self.inner.delete(keys)
 
@@ -85,6 +95,17 @@ class CountingStore:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def _cpu_times() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def _steal_since(before: list[int]) -> float:
+    """The share of CPU time the hypervisor took since ``before`` (0 off VMs)."""
+    d = [b - a for a, b in zip(before, _cpu_times(), strict=False)]
+    return d[7] / max(sum(d), 1) if len(d) > 7 else 0.0
 
 
 def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
@@ -120,7 +141,7 @@ class Env:
         self.endpoint = endpoint
         self.base = base
 
-    def store(self, prefix: str) -> CountingStore:
+    def store(self, prefix: str, **options: Any) -> CountingStore:
         return CountingStore(
             open_object_store(
                 f"s3://{BUCKET}/{prefix}",
@@ -129,6 +150,7 @@ class Env:
                 access_key_id="test",
                 secret_access_key="test",
                 path_style=True,
+                **options,
             )
         )
 
@@ -168,50 +190,80 @@ async def _read_all(engine: S3StreamEngine, sid: int) -> tuple[int, float]:
     return read, time.perf_counter() - t
 
 
-async def catch_up(env: Env, mib: int, rounds: int = 3) -> list[dict[str, Any]]:
+async def catch_up(
+    env: Env, mib: int, rounds: int = 7, aheads: tuple[int, ...] = (0, 4)
+) -> list[dict[str, Any]]:
     """Raw GETs and cold catch-up reads of the same objects, interleaved over
-    ``rounds`` rounds (moto's speed drifts); medians, with the range seen."""
+    ``rounds`` rounds (moto's speed drifts by a third between runs). MB/s are
+    medians with the range seen; a ratio is the median of each round's ratio
+    to the raw GETs of that round. One untimed catch-up read first warms the
+    process as a running broker is warm (the store's read buffers and
+    connections); each timed one still starts from an empty block cache."""
     prefix = uuid.uuid4().hex
     store = env.store(prefix)
+    # the same GETs through boto3's get_object, for comparison
+    boto_store = env.store(prefix, direct_get=False)
     engine, metadata = await env.engine("catchup", store, upload_size_bytes=8 * MIB)
     sid = await _write(engine, mib)
     await engine.close()
     objs = metadata.list_objects()
     runs: dict[str, list[float]] = {}
-    await store.get(objs[0].key, 0, 1024)  # warm up
+    ratios: dict[str, list[float]] = {}
+    await boto_store.get(objs[0].key, 0, 1024)
+    engine, _ = await env.engine("catchup", store, block_cache_bytes=128 * MIB)
+    await _read_all(engine, sid)  # warm-up
+    await engine.close()
+
+    async def raw(s: CountingStore, conc: int) -> float:
+        sem = asyncio.Semaphore(conc)
+
+        async def get(key: str) -> int:
+            async with sem:
+                return len(await s.get(key))
+
+        t = time.perf_counter()
+        n = sum(await asyncio.gather(*(get(o.key) for o in objs)))
+        return n / (time.perf_counter() - t) / 1e6
+
     for _ in range(rounds):
-        # raw GETs of the same objects, serial and four at a time
-        for conc in (1, 4):
-            sem = asyncio.Semaphore(conc)
-
-            async def get(key: str, sem: asyncio.Semaphore = sem) -> int:
-                async with sem:
-                    return len(await store.get(key))
-
-            t = time.perf_counter()
-            n = sum(await asyncio.gather(*(get(o.key) for o in objs)))
-            runs.setdefault(f"raw-get x{conc}", []).append(n / (time.perf_counter() - t) / 1e6)
-        for ahead in (0, 3):
+        this: dict[str, float] = {}
+        x1, x4 = await raw(store, 1), await raw(store, 4)
+        this["raw-get x4, boto3 get_object"] = await raw(boto_store, 4)
+        reads: dict[str, float] = {}
+        for ahead in aheads:
             engine, _ = await env.engine(
                 "catchup", store, read_ahead_ranges=ahead, block_cache_bytes=128 * MIB
             )
             read, dt = await _read_all(engine, sid)
             await engine.close()
-            runs.setdefault(f"catch-up ahead={ahead}", []).append(read / dt / 1e6)
+            reads[f"catch-up ahead={ahead}"] = read / dt / 1e6
+        # the raw GETs again after the reads: each ratio is to the mean of the
+        # raw figures on either side of it, so drift within a round cancels
+        this["raw-get x1"] = (x1 + await raw(store, 1)) / 2
+        this["raw-get x4"] = (x4 + await raw(store, 4)) / 2
+        for name, mbs in reads.items():
+            this[name] = mbs
+            for base in ("raw-get x1", "raw-get x4"):
+                ratios.setdefault(f"{name} vs {base}", []).append(mbs / this[base])
+        for k, x in this.items():
+            runs.setdefault(k, []).append(x)
     metadata.close()
-    med = {k: statistics.median(v) for k, v in runs.items()}
+    await boto_store.close()
     out: list[dict[str, Any]] = []
-    for k, v in runs.items():
+    for k in sorted(runs, key=lambda k: (not k.startswith("raw"), k != "raw-get x1", k)):
+        v = runs[k]
         row: dict[str, Any] = {
             "scenario": k,
-            "MB/s": round(med[k], 1),
+            "MB/s": round(statistics.median(v), 1),
             "range": f"{min(v):.0f}-{max(v):.0f}",
         }
         if k.startswith("raw"):
             row["objects"] = len(objs)
         else:
-            row["vs raw x1"] = f"{med[k] / med['raw-get x1']:.0%}"
-            row["vs raw x4"] = f"{med[k] / med['raw-get x4']:.0%}"
+            for base in ("raw-get x1", "raw-get x4"):
+                r = ratios[f"{k} vs {base}"]
+                row[f"vs {base[8:]}"] = f"{statistics.median(r):.0%} ({min(r):.0%}-{max(r):.0%})"
+                row[f"rounds vs {base[8:]}"] = [round(x, 3) for x in r]
         out.append(row)
     return out
 
@@ -325,8 +377,7 @@ async def produce_under_load(
         async def reader(stop: asyncio.Event = stop) -> None:
             s = await engine.open_stream(sid)
             while not stop.is_set():
-                engine.block_cache._entries.clear()  # cold, every round
-                engine.block_cache._bytes = 0
+                engine.block_cache.clear()  # cold, every round
                 pos = 0
                 while pos < s.confirm_offset and not stop.is_set():
                     batches = await s.fetch(pos, s.confirm_offset, MIB)
@@ -398,6 +449,14 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--only", default="catch-up,objects,wal,produce")
     ap.add_argument(
+        "--rounds", type=int, default=7, help="catch-up: rounds of raw and catch-up reads"
+    )
+    ap.add_argument(
+        "--ahead",
+        default=f"0,{S3StreamConfig().read_ahead_ranges}",
+        help="catch-up: read_ahead_ranges values to run (default: none and the default)",
+    )
+    ap.add_argument(
         "--busy-mbs",
         type=int,
         default=S3StreamConfig().network_busy_bytes_per_second // 1_000_000,
@@ -410,35 +469,51 @@ async def main() -> None:
     results: list[dict[str, Any]] = []
     loads: list[float] = []
     tune_for_latency()  # the broker's interpreter settings
+    steal: list[float] = []
     try:
         only = set(args.only.split(","))
         if "catch-up" in only:
-            results += await catch_up(env, args.mib)
+            aheads = tuple(int(a) for a in args.ahead.split(","))
+            t = _cpu_times()
+            results += await catch_up(env, args.mib, args.rounds, aheads)
             loads.append(os.getloadavg()[0])
+            steal.append(_steal_since(t))
         if "objects" in only:
+            t = _cpu_times()
             results += await objects(env, min(args.mib, 64))
             loads.append(os.getloadavg()[0])
+            steal.append(_steal_since(t))
         if "wal" in only:
+            t = _cpu_times()
             results += await wal_latency(env, args.seconds)
             loads.append(os.getloadavg()[0])
+            steal.append(_steal_since(t))
         if "produce" in only:
             for busy in (args.busy_mbs * 1_000_000, 0):
+                t = _cpu_times()
                 results += await produce_under_load(env, min(args.mib, 64), args.seconds, busy)
                 loads.append(os.getloadavg()[0])
+                steal.append(_steal_since(t))
     finally:
         proc.terminate()
         proc.wait()
         shutil.rmtree(base, ignore_errors=True)
     keys: list[str] = []
     for r in results:
-        keys += [k for k in r if k != "scenario" and k not in keys]
+        keys += [k for k in r if k != "scenario" and k not in keys and not k.startswith("rounds")]
     print(f"{'scenario':<34}" + "".join(f"{k:>18}" for k in keys))
     for r in results:
         print(f"{r['scenario']:<34}" + "".join(f"{str(r.get(k, '')):>18}" for k in keys))
     print(f"load average (1 min) after each part: {loads} on {os.cpu_count()} cores")
+    # CPU time taken by the hypervisor: on a shared VM it swings from ~0 to
+    # half the machine, and figures from a part with much steal are not
+    # comparable with others
+    print("CPU steal during each part: " + ", ".join(f"{x:.0%}" for x in steal))
     out = Path(__file__).with_name("results") / "s3stream_bench.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"load_average": loads, "results": results}, indent=2))
+    out.write_text(
+        json.dumps({"load_average": loads, "steal": steal, "results": results}, indent=2)
+    )
 
 
 if __name__ == "__main__":
