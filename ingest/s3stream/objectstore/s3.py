@@ -248,7 +248,7 @@ class S3ObjectStore:
         direct = self._direct
 
         def read() -> bytes | memoryview:
-            if direct is not None:
+            if direct is not None and direct.enabled:
                 data = direct.get(kwargs["Key"], kwargs.get("Range"), pooled=pooled)
                 if data is not None:
                     return data

@@ -176,7 +176,12 @@ async def test_moto_accepts_the_direct_paths_signatures(authenticating_moto: str
         # a bad signature is refused (403): handed to boto3, refused again
         with pytest.raises(StorageError, match="SignatureDoesNotMatch|AccessDenied|403"):
             await wrong.get("x/obj")
-        assert _direct(wrong).fallbacks == 1
+        assert _direct(wrong).fallbacks == 1 and _direct(wrong).enabled
+        # refusals that retrying cannot fix, three in a row: boto3 alone from then on
+        for _ in range(3):
+            with pytest.raises(StorageError):
+                await wrong.get("x/obj")
+        assert _direct(wrong).fallbacks == 3 and not _direct(wrong).enabled
     finally:
         await store.close()
         await wrong.close()
