@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,8 @@ from ingest.s3stream.objectstore.api import ObjectInfo
 from ingest.s3stream.objectstore.direct_get import DirectGetter
 
 __all__ = ["S3ObjectStore"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _MIB = 1024 * 1024
@@ -112,14 +115,17 @@ class S3ObjectStore:
         self._direct: DirectGetter | None = None
         credentials = session.get_credentials()
         if direct_get and DirectGetter.usable(self._client, credentials):
-            self._direct = DirectGetter(
-                self._client,
-                credentials,
-                bucket,
-                connect_timeout=connect_timeout,
-                read_timeout=read_timeout,
-                buffer_bytes=read_buffer_bytes,
-            )
+            try:
+                self._direct = DirectGetter(
+                    self._client,
+                    credentials,
+                    bucket,
+                    connect_timeout=connect_timeout,
+                    read_timeout=read_timeout,
+                    buffer_bytes=read_buffer_bytes,
+                )
+            except Exception:  # noqa: BLE001 - an optimisation; boto3 serves every GET
+                log.warning("direct S3 GETs unavailable; GETs go through boto3", exc_info=True)
 
     def _full(self, key: str) -> str:
         return self._prefix + key

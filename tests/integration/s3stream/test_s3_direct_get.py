@@ -73,6 +73,23 @@ async def test_keys_that_need_escaping_round_trip(store: S3ObjectStore) -> None:
     assert _direct(store).fallbacks == 0
 
 
+async def test_a_store_whose_direct_path_cannot_be_set_up_reads_through_boto3(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("cannot derive the GET URL")
+
+    monkeypatch.setattr("ingest.s3stream.objectstore.s3.DirectGetter.__init__", broken)
+    store = open_object_store(f"s3://{BUCKET}/{uuid.uuid4().hex}", **s3_options(moto_endpoint))
+    assert isinstance(store, S3ObjectStore) and store._direct is None
+    try:
+        await store.put("e/obj", b"through boto3")
+        assert await store.get("e/obj") == b"through boto3"
+        assert await store.get_then("e/obj", 8, None, bytes) == b"boto3"
+    finally:
+        await store.close()
+
+
 async def test_server_errors_fall_back_to_boto3_and_its_retries(moto_endpoint: str) -> None:
     proxy = FaultProxy(moto_endpoint, delay=2.0).start()
     opts = dict(s3_options(proxy.endpoint), max_attempts=5, read_timeout=1.0, connect_timeout=1.0)
