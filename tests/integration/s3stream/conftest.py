@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -22,36 +23,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
+@contextlib.contextmanager
+def moto_server(**env: str) -> Iterator[str]:
+    """A moto S3 server on a free 127.0.0.1 port (extra environment ``env``),
+    stopped on exit; yields its URL."""
     port = _free_port()
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env=dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", **env),
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("moto server did not start")
-            time.sleep(0.1)
-    client = boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    client.create_bucket(Bucket=BUCKET)
     try:
+        while True:
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("moto server did not start")
+                time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
@@ -60,6 +53,19 @@ def moto_endpoint() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        ).create_bucket(Bucket=BUCKET)
+        yield url
 
 
 def s3_options(endpoint: str) -> dict[str, object]:

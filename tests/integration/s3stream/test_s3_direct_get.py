@@ -8,10 +8,6 @@ authentication on, accepts its signatures.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -23,7 +19,7 @@ from ingest.s3stream.errors import ObjectNotFoundError
 from ingest.s3stream.objectstore import open_object_store
 from ingest.s3stream.objectstore.direct_get import DirectGetter
 from ingest.s3stream.objectstore.s3 import S3ObjectStore
-from tests.integration.s3stream.conftest import BUCKET, _free_port, s3_options
+from tests.integration.s3stream.conftest import BUCKET, moto_server, s3_options
 from tests.integration.s3stream.fault_proxy import FaultProxy
 
 MIB = 1 << 20
@@ -122,38 +118,8 @@ async def test_server_errors_fall_back_to_boto3_and_its_retries(moto_endpoint: s
 def authenticating_moto() -> Iterator[str]:
     """A moto server that checks SigV4 signatures and IAM permissions after
     the first four requests (which create the user, its key and the bucket)."""
-    port = _free_port()
-    env = dict(
-        os.environ,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        INITIAL_NO_AUTH_ACTION_COUNT="4",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("moto server did not start")
-                time.sleep(0.1)
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="4") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def test_moto_accepts_the_direct_paths_signatures(authenticating_moto: str) -> None:
