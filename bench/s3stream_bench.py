@@ -108,6 +108,24 @@ def _steal_since(before: list[int]) -> float:
     return d[7] / max(sum(d), 1) if len(d) > 7 else 0.0
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of this process and of the S3 server over a stretch."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self._t = (time.process_time(), _proc_cpu(server_pid))
+
+    def since(self) -> tuple[float, float]:
+        return time.process_time() - self._t[0], _proc_cpu(self.server_pid) - self._t[1]
+
+
 def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -137,9 +155,13 @@ def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
 
 
 class Env:
-    def __init__(self, endpoint: str, base: Path) -> None:
+    def __init__(self, endpoint: str, base: Path, server_pid: int) -> None:
         self.endpoint = endpoint
         self.base = base
+        self.server_pid = server_pid
+
+    def cpu(self) -> CpuMeter:
+        return CpuMeter(self.server_pid)
 
     def store(self, prefix: str, **options: Any) -> CountingStore:
         return CountingStore(
@@ -214,33 +236,48 @@ async def catch_up(
     await _read_all(engine, sid)  # warm-up
     await engine.close()
 
-    async def raw(s: CountingStore, conc: int) -> float:
+    # CPU ms per GB read, of this process and of moto: the two share the
+    # machine's cores, so CPU either spends per GB comes out of throughput
+    cpu: dict[str, list[tuple[float, float]]] = {}
+
+    def account(name: str, meter: CpuMeter, nbytes: int) -> None:
+        ours, server = meter.since()
+        cpu.setdefault(name, []).append((ours * 1e12 / nbytes, server * 1e12 / nbytes))
+
+    async def raw(s: CountingStore, conc: int, name: str) -> float:
         sem = asyncio.Semaphore(conc)
 
         async def get(key: str) -> int:
             async with sem:
                 return len(await s.get(key))
 
+        meter = env.cpu()
         t = time.perf_counter()
         n = sum(await asyncio.gather(*(get(o.key) for o in objs)))
-        return n / (time.perf_counter() - t) / 1e6
+        dt = time.perf_counter() - t
+        account(name, meter, n)
+        return n / dt / 1e6
 
     for _ in range(rounds):
         this: dict[str, float] = {}
-        x1, x4 = await raw(store, 1), await raw(store, 4)
-        this["raw-get x4, boto3 get_object"] = await raw(boto_store, 4)
+        x1, x4 = await raw(store, 1, "raw-get x1"), await raw(store, 4, "raw-get x4")
+        name = "raw-get x4, boto3 get_object"
+        this[name] = await raw(boto_store, 4, name)
         reads: dict[str, float] = {}
         for ahead in aheads:
             engine, _ = await env.engine(
                 "catchup", store, read_ahead_ranges=ahead, block_cache_bytes=128 * MIB
             )
+            name = f"catch-up ahead={ahead}"
+            meter = env.cpu()
             read, dt = await _read_all(engine, sid)
+            account(name, meter, read)
             await engine.close()
-            reads[f"catch-up ahead={ahead}"] = read / dt / 1e6
+            reads[name] = read / dt / 1e6
         # the raw GETs again after the reads: each ratio is to the mean of the
         # raw figures on either side of it, so drift within a round cancels
-        this["raw-get x1"] = (x1 + await raw(store, 1)) / 2
-        this["raw-get x4"] = (x4 + await raw(store, 4)) / 2
+        this["raw-get x1"] = (x1 + await raw(store, 1, "raw-get x1")) / 2
+        this["raw-get x4"] = (x4 + await raw(store, 4, "raw-get x4")) / 2
         for name, mbs in reads.items():
             this[name] = mbs
             for base in ("raw-get x1", "raw-get x4"):
@@ -257,6 +294,8 @@ async def catch_up(
             "MB/s": round(statistics.median(v), 1),
             "range": f"{min(v):.0f}-{max(v):.0f}",
         }
+        row["CPU ms/GB ours"] = round(statistics.median(c[0] for c in cpu[k]))
+        row["CPU ms/GB moto"] = round(statistics.median(c[1] for c in cpu[k]))
         if k.startswith("raw"):
             row["objects"] = len(objs)
         else:
@@ -465,7 +504,7 @@ async def main() -> None:
     args = ap.parse_args()
     proc, endpoint = _start_moto()
     base = Path(tempfile.mkdtemp(prefix="s3stream-bench-"))
-    env = Env(endpoint, base)
+    env = Env(endpoint, base, proc.pid)
     results: list[dict[str, Any]] = []
     loads: list[float] = []
     tune_for_latency()  # the broker's interpreter settings
