@@ -134,7 +134,9 @@ class S3StreamEngine:
             tuple[asyncio.Task[list[ObjectRecord]], list[tuple[S3Stream, list[CacheEntry]]]]
         ] = deque()
         self._prefetches: set[asyncio.Task[None]] = set()
-        self._read_hints: dict[int, list[ObjectRecord]] = {}
+        # per stream: the objects of its last lookup, and whether they are all
+        # the objects up to the end that lookup asked for
+        self._read_hints: dict[int, tuple[list[ObjectRecord], bool]] = {}
         self._gc_due = False
         self._gc_dirty: set[int] = set()  # streams trimmed or deleted since the last GC
         self._last_gc = 0.0
@@ -620,11 +622,19 @@ class S3StreamEngine:
         return load
 
     async def _read_objects(
-        self, stream: S3Stream, start: int, end: int, max_bytes: int
-    ) -> list[StreamBatch]:
-        """Batches of ``stream`` from the object holding ``start`` (the caller
-        loops for more: one small index lookup per object, however long the
-        stream)."""
+        self,
+        stream: S3Stream,
+        start: int,
+        end: int,
+        max_bytes: int,
+        out: list[StreamBatch],
+        total: int,
+    ) -> tuple[int, bool]:
+        """Append to ``out`` batches of ``stream`` from the object holding
+        ``start`` (see :meth:`StreamRange.take`: ``total`` is what ``out``
+        already holds; returns the new total and whether the read is done).
+        The caller loops for more: one small index lookup per object, however
+        long the stream."""
         sid = stream.stream_id
         ahead = self._config.read_ahead_ranges
         for attempt in range(3):
@@ -632,16 +642,15 @@ class S3StreamEngine:
             if objs is None:
                 # twice the read-ahead window: the next lookup is then due
                 # only every ``ahead`` objects, and the window never waits on it
-                objs = await self._run(
-                    self._metadata.objects_for_stream, sid, start, end, 1 + 2 * ahead
-                )
-                self._read_hints[sid] = objs
+                limit = 1 + 2 * ahead
+                objs = await self._run(self._metadata.objects_for_stream, sid, start, end, limit)
+                self._read_hints[sid] = (objs, len(objs) < limit)
                 if len(self._read_hints) > 4096:
                     self._read_hints.clear()
             if ahead and len(objs) > 1:
                 self._prefetch(sid, objs[1 : 1 + ahead])
             try:
-                return await self._read_from(objs[:1], sid, start, end, max_bytes)
+                return await self._read_from(objs[0], sid, start, end, max_bytes, out, total)
             except ObjectNotFoundError:
                 self._read_hints.pop(sid, None)
                 # Deleted under us: trimmed away (garbage collection), or
@@ -653,23 +662,29 @@ class S3StreamEngine:
                     ) from None
                 if attempt == 2:
                     raise
-        return []  # pragma: no cover - the loop returns or raises
+        return total, True  # pragma: no cover - the loop returns or raises
 
     def _hinted_objects(self, sid: int, start: int) -> list[ObjectRecord] | None:
         """The objects from the one holding ``start`` of the last lookup for
         ``sid``, if one holds ``start`` and a full read-ahead window follows
-        it (else look up again). Sequential reads thus query the metadata
-        store about once per object rather than once per fetch; a stale hint
-        (compacted or deleted object) fails with ``ObjectNotFoundError``
-        and is dropped."""
+        it or the lookup found no more (else look up again). Sequential reads
+        thus query the metadata store about once per ``read_ahead_ranges``
+        objects rather than once per fetch, including a reader in the
+        stream's last objects; a stale hint (compacted or deleted object)
+        fails with ``ObjectNotFoundError`` and is dropped, and a read past
+        the last hinted object looks up again."""
         hint = self._read_hints.get(sid)
         if not hint:
             return None
-        for i, obj in enumerate(hint):
+        objs, complete = hint
+        for i, obj in enumerate(objs):
             for r in obj.ranges:
                 if r.stream_id == sid and r.start_offset <= start < r.end_offset:
-                    # keep the read-ahead window full: look up again when it shrinks
-                    return hint[i:] if len(hint) - i > self._config.read_ahead_ranges else None
+                    # keep the read-ahead window full: look up again when it
+                    # shrinks, unless the lookup found no more objects
+                    if complete or len(objs) - i > self._config.read_ahead_ranges:
+                        return objs[i:]
+                    return None
         return None
 
     def _prefetch(self, sid: int, objs: list[ObjectRecord]) -> None:
@@ -703,34 +718,32 @@ class S3StreamEngine:
                 task.add_done_callback(self._prefetches.discard)
 
     async def _read_from(
-        self, objs: list[ObjectRecord], sid: int, start: int, end: int, max_bytes: int
-    ) -> list[StreamBatch]:
-        out: list[StreamBatch] = []
-        total = 0
+        self,
+        obj: ObjectRecord,
+        sid: int,
+        start: int,
+        end: int,
+        max_bytes: int,
+        out: list[StreamBatch],
+        total: int,
+    ) -> tuple[int, bool]:
         pos = start
-        for obj in objs:
-            for r in obj.ranges:
-                if r.stream_id != sid or r.end_offset <= pos or r.start_offset >= end:
-                    continue
-                key = obj.key
-                lo, hi = r.position, r.position + r.length
-                stream = self._streams.get(sid)
-                tail = stream is not None and r.end_offset >= stream.committed_end
-                kind = TrafficClass.TAIL_READ if tail else TrafficClass.CATCH_UP_READ
-                data = await self._block_cache.get(
-                    key, lo, hi, self._loader(sid, obj, lo, hi, kind)
-                )
-                for b in data.batches_from(pos):
-                    if b.base_offset >= end:
-                        return out
-                    if out and total + len(b.payload) > max_bytes:
-                        return out
-                    out.append(b)
-                    total += len(b.payload)
-                    pos = b.end_offset
-                if total >= max_bytes:
-                    return out
-        return out
+        for r in obj.ranges:
+            if r.stream_id != sid or r.end_offset <= pos or r.start_offset >= end:
+                continue
+            lo, hi = r.position, r.position + r.length
+            stream = self._streams.get(sid)
+            tail = stream is not None and r.end_offset >= stream.committed_end
+            kind = TrafficClass.TAIL_READ if tail else TrafficClass.CATCH_UP_READ
+            data = await self._block_cache.get(
+                obj.key, lo, hi, self._loader(sid, obj, lo, hi, kind)
+            )
+            total, done = data.take(pos, end, max_bytes, out, total)
+            if done:
+                return total, True
+            if out:
+                pos = out[-1].end_offset
+        return total, False
 
     # --- trim and garbage ------------------------------------------------------------
     async def _trim(self, stream: S3Stream, new_start: int) -> None:

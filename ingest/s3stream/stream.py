@@ -137,9 +137,16 @@ class S3Stream:
         while pos < end and (not out or total < max_bytes):
             batches = cache.get(self._id, pos, end, max_bytes - total)
             if not batches:
-                batches = await self._engine._read_objects(self, pos, end, max_bytes - total)
-                if not batches:
+                held = len(out)
+                total, done = await self._engine._read_objects(
+                    self, pos, end, max_bytes, out, total
+                )
+                if len(out) == held:
                     break
+                pos = out[-1].end_offset
+                if done:
+                    break
+                continue
             full = False
             for b in batches:
                 size = len(b.payload)

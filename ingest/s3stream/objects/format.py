@@ -271,6 +271,36 @@ class StreamRange:
         """Bytes held in memory (the block cache's measure)."""
         return self._footprint
 
+    def take(
+        self, offset: int, end: int, max_bytes: int, out: list[StreamBatch], total: int
+    ) -> tuple[int, bool]:
+        """Append to ``out`` the batches from the one containing ``offset``
+        (or the first after it) that start below ``end``, while ``total``
+        (the payload bytes already in ``out``) stays within ``max_bytes``; a
+        first batch is taken whatever its size if ``out`` is empty. Returns
+        the new total and whether the read is done (``end`` or ``max_bytes``
+        reached) rather than this range used up. One loop over the index:
+        this is every fetch's path through a cached range."""
+        bases = self._bases
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        n = len(bases)
+        counts = self._counts
+        if i < n and bases[i] + counts[i] <= offset:
+            i += 1
+        view, sid, starts, ends = self._view, self.stream_id, self._starts, self._ends
+        append = out.append
+        while i < n:
+            base = bases[i]
+            if base >= end:
+                return total, True
+            s, e = starts[i], ends[i]
+            if total + e - s > max_bytes and out:
+                return total, True
+            append(StreamBatch(sid, base, counts[i], view[s:e]))
+            total += e - s
+            i += 1
+        return total, total >= max_bytes
+
     def batches_from(self, offset: int) -> Iterator[StreamBatch]:
         """Batches from the one containing ``offset`` (or the first after it)."""
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)

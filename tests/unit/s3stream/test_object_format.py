@@ -164,3 +164,41 @@ def test_stream_range_serves_batches_from_any_offset(
     assert [(b.base_offset, b.count, bytes(b.payload)) for b in got] == [
         (b.base_offset, b.count, bytes(b.payload)) for b in want
     ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(stream_ranges().filter(lambda r: len(r) > 0), st.data())
+def test_stream_range_take_keeps_to_end_and_byte_budget(
+    ranges: list[list[StreamBatch]], data: st.DataObject
+) -> None:
+    from ingest.s3stream.objects import StreamRange
+
+    body = _body(ranges)
+    entry = decode_index(body)[0]
+    batches = ranges[0]
+    rng = StreamRange(entry.stream_id, body[entry.position : entry.position + entry.length])
+    offset = data.draw(st.integers(batches[0].base_offset, batches[-1].end_offset))
+    end = data.draw(st.integers(offset, batches[-1].end_offset + 5))
+    budget = data.draw(st.integers(0, 600))
+    held = data.draw(st.lists(st.integers(0, 300), max_size=2))  # bytes already taken
+    out = [StreamBatch(entry.stream_id, -1, 1, b"x" * n) for n in held]
+    total, done = rng.take(offset, end, budget, out, sum(held))
+    # the model: from the batch holding offset, below end, within the budget,
+    # and always one batch when nothing was taken before
+    want: list[StreamBatch] = []
+    t = sum(held)
+    stopped = False
+    for b in batches:
+        if b.end_offset <= offset:
+            continue
+        if b.base_offset >= end or ((held or want) and t + len(b.payload) > budget):
+            stopped = True
+            break
+        want.append(b)
+        t += len(b.payload)
+    got = out[len(held) :]
+    assert [(b.base_offset, b.count, bytes(b.payload)) for b in got] == [
+        (b.base_offset, b.count, bytes(b.payload)) for b in want
+    ]
+    assert total == t
+    assert done == (stopped or t >= budget)

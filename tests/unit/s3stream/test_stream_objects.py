@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ingest.metadata import MemoryMetadataStore
+from ingest.metadata import MemoryMetadataStore, ObjectRecord
 from ingest.s3stream import S3StreamConfig, open_engine
 from ingest.s3stream.objects import read_index
 from ingest.s3stream.objectstore import MemoryObjectStore
@@ -147,6 +147,56 @@ async def test_catch_up_reads_prefetch_the_following_objects(tmp_path: Path) -> 
     await s.fetch(10, 60, 1)
     await s.fetch(20, 60, 1)
     assert engine.block_cache.hits == hits + 2
+    await engine.close()
+
+
+class _CountingMetadata(MemoryMetadataStore):
+    """Counts the object lookups a read makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    def objects_for_stream(
+        self, stream_id: int, start_offset: int, end_offset: int, limit: int | None = None
+    ) -> list[ObjectRecord]:
+        self.lookups += 1
+        return super().objects_for_stream(stream_id, start_offset, end_offset, limit)
+
+
+async def test_a_reader_in_the_last_objects_does_not_look_them_up_per_fetch(
+    tmp_path: Path,
+) -> None:
+    store = MemoryObjectStore()
+    metadata = _CountingMetadata()
+    engine = open_engine(_config(tmp_path, read_ahead_ranges=2), metadata, store)
+    await engine.start()
+    s = await engine.create_stream()
+    payloads: list[bytes] = []
+
+    async def upload(n: int) -> None:
+        for _ in range(n):
+            for _ in range(10):
+                payloads.append(os.urandom(10 * KIB))
+                await s.append(payloads[-1], 1)
+            await engine.flush()
+
+    await upload(6)
+    engine.log_cache._capacity = 0  # every read goes to objects
+    engine.log_cache.evict()
+    got: list[bytes] = []
+    while len(got) < 60:  # one batch per fetch, as a slow consumer reads
+        got += [bytes(b.payload) for b in await s.fetch(len(got), 60, 1)]
+    assert got == payloads
+    # a window of 1 + 2 * 2 objects from offset 0, then one from the fourth
+    # object that found the last three: none for each of the 30 fetches after
+    assert metadata.lookups == 2
+    # objects uploaded after the lookup that found "no more" are still read
+    await upload(2)
+    engine.log_cache.evict()
+    while len(got) < 80:
+        got += [bytes(b.payload) for b in await s.fetch(len(got), 80, 1 << 20)]
+    assert got == payloads
     await engine.close()
 
 
