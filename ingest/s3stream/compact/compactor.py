@@ -32,7 +32,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
+from ingest.errors import CorruptDataError
 from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord, Writer
 from ingest.metadata.errors import WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
@@ -72,6 +74,12 @@ def _live_bytes(obj: ObjectRecord, streams: dict[int, StreamRecord]) -> int:
         live = r.end_offset - max(r.start_offset, s.start_offset)
         total += r.length if span <= 0 else max(1, r.length * live // span)
     return total
+
+
+def _checked(r: ObjectRange, data: bytes | memoryview) -> StreamRange:
+    if len(data) != r.length:
+        raise CorruptDataError(f"stream range of {r.length} bytes read as {len(data)}")
+    return StreamRange(r.stream_id, data)
 
 
 class Compactor:
@@ -172,8 +180,12 @@ class Compactor:
                 if s is None or s.deleted or r.end_offset <= s.start_offset:
                     continue
                 await self._limiter.acquire(TrafficClass.COMPACTION, r.length)
-                data = await self._objects.get(obj.key, r.position, r.position + r.length)
-                rng = StreamRange(r.stream_id, data)
+                # checked (CRC32C) in the thread that reads it: a pass reads
+                # tens of MiB, and checking them on the event loop would
+                # stall produce for milliseconds at a time
+                rng = await self._objects.get_then(
+                    obj.key, r.position, r.position + r.length, partial(_checked, r)
+                )
                 ranges.setdefault(r.stream_id, []).extend(rng.batches_from(s.start_offset))
         runs: list[list[StreamBatch]] = []
         for sid in sorted(ranges):

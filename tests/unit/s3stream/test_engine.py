@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ingest.errors import StorageError
+from ingest.errors import CorruptDataError, StorageError
 from ingest.metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 from ingest.s3stream import (
     S3StreamConfig,
@@ -401,6 +401,28 @@ async def test_compaction_merges_small_objects_without_changing_reads(
     assert await _fresh_read(tmp_path, metadata, objects, b.stream_id) == [
         (i, bytes([101 + 2 * i]) * 2000) for i in range(3)
     ]
+
+
+async def test_compaction_refuses_a_range_read_short_instead_of_dropping_its_tail(
+    tmp_path: Path, metadata: MetadataStore, objects: FileObjectStore
+) -> None:
+    engine = open_engine(_config(tmp_path), metadata, objects)
+    await engine.start()
+    s = await engine.create_stream()
+    for i in range(4):
+        await s.append(bytes([i]) * 3000, 1)
+        await s.append(bytes([i]) * 3000, 1)
+        await engine.flush()
+    first = metadata.list_objects()[0]
+    r = first.ranges[0]
+    body = await objects.get(first.key)
+    # the object ends one whole batch early: its range reads short, at a
+    # batch boundary, so only the length tells that its last batch is gone
+    await objects.put(first.key, body[: r.position + r.length - (20 + 3000)])
+    with pytest.raises(CorruptDataError, match="3000|read as"):
+        await engine.compact()
+    assert {o.key for o in metadata.list_objects()} >= {first.key}  # nothing replaced
+    await engine.close()
 
 
 async def test_compaction_drops_trimmed_batches(
