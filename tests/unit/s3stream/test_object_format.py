@@ -202,3 +202,13 @@ def test_stream_range_take_keeps_to_end_and_byte_budget(
     ]
     assert total == t
     assert done == (stopped or t >= budget)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9000), st.booleans()), max_size=12))
+def test_concat_joins_buffers_of_any_size_and_kind(sizes: list[tuple[int, bool]]) -> None:
+    from ingest.s3stream.objects.format import concat
+
+    parts = [bytes([i % 251]) * n for i, (n, _) in enumerate(sizes)]
+    mixed = [memoryview(p) if as_view else p for p, (_, as_view) in zip(parts, sizes, strict=True)]
+    assert bytes(concat(mixed)) == b"".join(parts)
