@@ -52,7 +52,7 @@ class ViewReader(io.RawIOBase):
 
     def __init__(self, view: memoryview) -> None:
         super().__init__()
-        self._view = view
+        self._view = view if view.format == "B" and view.ndim == 1 else view.cast("B")
         self._pos = 0
 
     def __len__(self) -> int:

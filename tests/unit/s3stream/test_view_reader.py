@@ -40,3 +40,11 @@ def test_seek_and_readinto_let_a_retry_send_the_body_again() -> None:
     with pytest.raises(ValueError):
         body.seek(-1)
     assert body.seek(50) == 50 and body.read() == b"" and body.readinto(buf) == 0
+
+
+def test_a_view_of_wider_items_is_read_as_its_bytes() -> None:
+    import array
+
+    words = array.array("I", [1, 2, 3])
+    body = ViewReader(memoryview(words))
+    assert len(body) == 12 and body.read() == words.tobytes()
