@@ -8,7 +8,14 @@ from hypothesis import strategies as st
 
 from ingest.errors import CorruptDataError
 from ingest.s3stream.api import StreamBatch
-from ingest.s3stream.objects import FOOTER_SIZE, decode_index, encode, iter_batches
+from ingest.s3stream.objects import (
+    FOOTER_SIZE,
+    IndexEntry,
+    StreamRange,
+    decode_index,
+    encode,
+    iter_batches,
+)
 
 
 @st.composite
@@ -32,6 +39,17 @@ def stream_ranges(draw: st.DrawFn) -> list[list[StreamBatch]]:
 def _body(ranges: list[list[StreamBatch]]) -> bytes:
     buffers, _ = encode(ranges)
     return b"".join(buffers)
+
+
+def _first_range(ranges: list[list[StreamBatch]]) -> tuple[bytes, IndexEntry, StreamRange]:
+    """The encoded object, its first index entry, and that range read on its own."""
+    body = _body(ranges)
+    entry = decode_index(body)[0]
+    return (
+        body,
+        entry,
+        StreamRange(entry.stream_id, body[entry.position : entry.position + entry.length]),
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -102,7 +120,6 @@ def test_a_flipped_payload_byte_fails_the_batch_checksum(
 def test_a_stream_range_refuses_any_flipped_bit_of_its_batches(
     ranges: list[list[StreamBatch]], data: st.DataObject
 ) -> None:
-    from ingest.s3stream.objects import StreamRange
 
     body = bytearray(_body(ranges))
     e = data.draw(st.sampled_from([e for e in decode_index(bytes(body)) if e.length]))
@@ -143,12 +160,8 @@ async def test_read_index_fetches_only_the_tail(streams: int) -> None:
 def test_stream_range_serves_batches_from_any_offset(
     ranges: list[list[StreamBatch]], data: st.DataObject
 ) -> None:
-    from ingest.s3stream.objects import StreamRange
-
-    body = _body(ranges)
-    entry = decode_index(body)[0]
+    body, entry, rng = _first_range(ranges)
     batches = ranges[0]
-    rng = StreamRange(entry.stream_id, body[entry.position : entry.position + entry.length])
     assert len(rng) == entry.length
     # cut from a whole-object read, a range counts (keeps alive) the whole object
     whole = StreamRange(
@@ -171,12 +184,8 @@ def test_stream_range_serves_batches_from_any_offset(
 def test_stream_range_take_keeps_to_end_and_byte_budget(
     ranges: list[list[StreamBatch]], data: st.DataObject
 ) -> None:
-    from ingest.s3stream.objects import StreamRange
-
-    body = _body(ranges)
-    entry = decode_index(body)[0]
+    body, entry, rng = _first_range(ranges)
     batches = ranges[0]
-    rng = StreamRange(entry.stream_id, body[entry.position : entry.position + entry.length])
     offset = data.draw(st.integers(batches[0].base_offset, batches[-1].end_offset))
     end = data.draw(st.integers(offset, batches[-1].end_offset + 5))
     budget = data.draw(st.integers(0, 600))
