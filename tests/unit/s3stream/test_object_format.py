@@ -120,7 +120,6 @@ def test_a_flipped_payload_byte_fails_the_batch_checksum(
 def test_a_stream_range_refuses_any_flipped_bit_of_its_batches(
     ranges: list[list[StreamBatch]], data: st.DataObject
 ) -> None:
-
     body = bytearray(_body(ranges))
     e = data.draw(st.sampled_from([e for e in decode_index(bytes(body)) if e.length]))
     i = data.draw(st.integers(e.position, e.position + e.length - 1))
