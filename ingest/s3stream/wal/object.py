@@ -387,7 +387,7 @@ class ObjectWriteAheadLog:
                 log.warning("WAL epoch %d ends at empty object %s", epoch, key)
                 stale.append(key)
                 break
-            records, valid, torn = scan_records(data, self._next_position)
+            records, valid, torn = scan_records(data, self._next_position, written_at=expect)
             if broken or torn or valid != len(data):
                 if not broken:
                     log.warning("WAL epoch %d ends at corrupt object %s", epoch, key)
@@ -451,7 +451,8 @@ class ObjectWriteAheadLog:
         position = self._next_position
         self._next_position = position + size
         future: asyncio.Future[None] = self._loop.create_future()
-        header = encode_header(stream_id, base_offset, count, payload)
+        # the CRC binds the position within the epoch, as the object keys name it
+        header = encode_header(stream_id, base_offset, count, payload, position - self._base)
         if not self._queue:
             self._queued_since = time.monotonic()
             self._wake.set()

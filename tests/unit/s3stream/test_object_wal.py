@@ -264,10 +264,11 @@ async def test_a_late_put_of_a_dead_epoch_is_never_replayed() -> None:
     (old_key,) = _data_keys(store.objects)
     epoch = old_key[len("wal/") :].split("-")[0]
     # unacknowledged records at offset 1 and 2, put by the dead process, not yet landed
-    late = encode_header(s.stream_id, 1, 1, b"never acked") + b"never acked"
-    late_key = f"wal/{epoch}-{len(store.objects[old_key]):020d}.wal"
-    later = encode_header(s.stream_id, 2, 1, b"never acked") + b"never acked"
-    later_key = f"wal/{epoch}-{len(store.objects[old_key]) + len(late):020d}.wal"
+    at = len(store.objects[old_key])
+    late = encode_header(s.stream_id, 1, 1, b"never acked", at) + b"never acked"
+    late_key = f"wal/{epoch}-{at:020d}.wal"
+    later = encode_header(s.stream_id, 2, 1, b"never acked", at + len(late)) + b"never acked"
+    later_key = f"wal/{epoch}-{at + len(late):020d}.wal"
 
     engine2 = open_engine(_config(), metadata, store)
     await engine2.start()  # recovers "acked", fences the old epoch, uploads, trims it
@@ -391,7 +392,7 @@ async def test_a_later_recovery_stops_at_the_fence_and_keeps_it() -> None:
     body = objects[fence]
     # a put a had in flight lands after the fence: never acknowledged, never replayed
     straggler = fence.replace(_at(2 * _R), _at(3 * _R))
-    objects[straggler] = encode_header(1, 3, 1, _rec(3)) + _rec(3)
+    objects[straggler] = encode_header(1, 3, 1, _rec(3), 3 * _R) + _rec(3)
 
     c = _wal(MemoryObjectStore(objects))
     assert _offsets(await _recover(c)) == [0, 1]

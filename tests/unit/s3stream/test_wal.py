@@ -10,6 +10,7 @@ import pytest
 
 from ingest.errors import StorageError
 from ingest.s3stream.wal import FileWriteAheadLog, WalRecord
+from ingest.s3stream.wal.codec import encode_header, scan_records
 from ingest.s3stream.wal.file import RECORD_HEADER_SIZE
 
 
@@ -164,3 +165,137 @@ async def test_a_second_wal_on_the_same_directory_is_refused(tmp_path: Path) -> 
     await wal.close()
     await other.start()  # free once the first one is closed
     await other.close()
+
+
+# --- recycled segments ---------------------------------------------------------
+_SEG = 1 << 20
+_PAYLOAD = 100_000  # ten records fill a 1 MiB segment
+
+
+def _spares(d: Path) -> list[Path]:
+    return sorted(d.glob("*.free"))
+
+
+async def _fill(wal: FileWriteAheadLog, first: int, n: int, fill: bytes) -> list[int]:
+    """Append ``n`` same-sized records with offsets from ``first``: a recycled
+    segment's old records line up exactly with the new ones."""
+    hs = [wal.append(1, first + i, 1, fill * _PAYLOAD) for i in range(n)]
+    await asyncio.gather(*(h.done for h in hs))
+    return [h.position for h in hs]
+
+
+def test_a_record_read_at_another_position_fails_its_check() -> None:
+    header = encode_header(1, 5, 1, b"payload", 4096)
+    data = header + b"payload"
+    assert [r.base_offset for r in scan_records(data, 4096)[0]] == [5]
+    assert scan_records(data, 0) == ([], 0, True)
+    assert scan_records(data, 4096 + len(data)) == ([], 0, True)
+    # renumbered on recovery, checked where it was written
+    (rec,) = scan_records(data, 0, written_at=4096)[0]
+    assert (rec.position, rec.end_position) == (0, len(data))
+
+
+async def test_trim_keeps_segments_as_spares_and_new_segments_reuse_their_files(
+    tmp_path: Path,
+) -> None:
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=2)
+    await wal.start()
+    pos = await _fill(wal, 0, 35, b"a")  # four segments
+    assert len(_segments(tmp_path)) == 4
+    await wal.trim(pos[30])
+    assert len(_segments(tmp_path)) == 1
+    spares = _spares(tmp_path)
+    assert len(spares) == 2  # the third trimmed segment is deleted
+    inodes = {p.stat().st_ino for p in spares}
+    await _fill(wal, 35, 20, b"b")  # rolls into two new segments
+    assert _spares(tmp_path) == []
+    assert {p.stat().st_ino for p in _segments(tmp_path)[1:]} == inodes
+    await wal.close()
+    recs = await _recover(FileWriteAheadLog(tmp_path, segment_bytes=_SEG))
+    assert [r.base_offset for r in recs] == list(range(30, 55))
+    assert all(bytes(r.payload) == b"b" * _PAYLOAD for r in recs[5:])
+
+
+async def test_recovery_never_replays_a_recycled_segments_old_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash while writing into a recycled segment: its old records, of the
+    same size and offsets as the new ones, must not come back."""
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=2)
+    await wal.start()
+    pos = await _fill(wal, 0, 25, b"a")
+    await wal.trim(pos[20])  # two segments become spares
+    # a crash: the writer stops where it is, the spare's old bytes stay after it
+    monkeypatch.setattr(FileWriteAheadLog, "_cut_stale_tail", lambda self: None)
+    await _fill(wal, 25, 8, b"b")  # fills the active segment, then 3 into a recycled one
+    await wal.close()
+    last = _segments(tmp_path)[-1]
+    assert last.stat().st_size == _SEG - _SEG % (RECORD_HEADER_SIZE + _PAYLOAD)  # old bytes
+    recs = await _recover(FileWriteAheadLog(tmp_path, segment_bytes=_SEG))
+    assert [r.base_offset for r in recs] == list(range(20, 33))
+    assert [bytes(r.payload[:1]) for r in recs] == [b"a"] * 5 + [b"b"] * 8
+
+
+async def test_a_full_recycled_segment_hands_over_to_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recycled segment that filled up ends in old bytes; the log goes on in
+    the next segment, and recovery must read on into it."""
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=2)
+    await wal.start()
+    pos = await _fill(wal, 0, 25, b"a")
+    await wal.trim(pos[20])
+    monkeypatch.setattr(FileWriteAheadLog, "_cut_stale_tail", lambda self: None)
+    # one 300 kB record finishes the active segment, three fill a recycled
+    # one to 900 kB of its old 1,000 kB, two go on into the next
+    hs = [wal.append(1, 25 + i, 1, b"b" * 300_000) for i in range(6)]
+    await asyncio.gather(*(h.done for h in hs))
+    await wal.close()
+    segs = _segments(tmp_path)
+    assert [int(p.stem) for p in segs[1:]] == [hs[1].position, hs[4].position]
+    assert segs[1].stat().st_size > hs[4].position - hs[1].position  # old bytes at its end
+    recs = await _recover(FileWriteAheadLog(tmp_path, segment_bytes=_SEG))
+    assert [r.base_offset for r in recs] == list(range(20, 31))
+
+
+async def test_a_clean_restart_after_recycling_finds_no_torn_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=2)
+    await wal.start()
+    pos = await _fill(wal, 0, 25, b"a")
+    await wal.trim(pos[20])
+    await _fill(wal, 25, 8, b"b")
+    await wal.close()
+    wal2 = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=2)
+    with caplog.at_level("WARNING"):
+        recs = await _recover(wal2)
+    assert [r.base_offset for r in recs] == list(range(20, 33))
+    assert not [m for m in caplog.messages if "torn" in m]
+    # the spare left by the first run is used by the second
+    assert len(_spares(tmp_path)) == 1
+    await wal2.start()
+    await _fill(wal2, 33, 10, b"c")
+    assert _spares(tmp_path) == []
+    await wal2.close()
+
+
+async def test_spares_beyond_the_limit_are_deleted_at_start(tmp_path: Path) -> None:
+    for i in range(4):
+        (tmp_path / f"{i:020d}.free").write_bytes(b"old" * 1000)
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=1)
+    assert await _recover(wal) == []
+    assert len(_spares(tmp_path)) == 1
+    await wal.start()
+    await wal.append(1, 0, 1, b"x").done
+    await wal.close()
+    assert [bytes(r.payload) for r in await _recover(FileWriteAheadLog(tmp_path))] == [b"x"]
+
+
+async def test_without_recycling_trim_deletes_segments(tmp_path: Path) -> None:
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=_SEG, recycled_segments=0)
+    await wal.start()
+    pos = await _fill(wal, 0, 25, b"a")
+    await wal.trim(pos[20])
+    assert _spares(tmp_path) == [] and len(_segments(tmp_path)) == 1
+    await wal.close()
