@@ -48,6 +48,10 @@ class S3StreamConfig(BaseModel):
     wal_max_in_flight: int = Field(default=4, ge=1)
     """Object WAL: WAL objects put concurrently (acknowledged in order)."""
     wal_segment_bytes: int = Field(default=64 * _MIB, ge=1 * _MIB)
+    """File WAL: a new segment file starts at this size."""
+    wal_recycled_segments: int = Field(default=2, ge=0)
+    """File WAL: trimmed segments kept to be overwritten as new ones rather than
+    deleted (a delete's journal commit stalls concurrent fsyncs); 0 deletes them."""
     upload_size_bytes: int = Field(default=8 * _MIB, ge=1)
     """Upload a stream set object once this many un-uploaded bytes are durable."""
     upload_interval_ms: int = Field(default=2000, ge=1)

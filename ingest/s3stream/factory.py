@@ -43,4 +43,8 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         )
     if config.wal_dir is None:
         raise ConfigError("storage.wal_dir", "the file WAL needs a directory")
-    return FileWriteAheadLog(config.wal_dir, segment_bytes=config.wal_segment_bytes)
+    return FileWriteAheadLog(
+        config.wal_dir,
+        segment_bytes=config.wal_segment_bytes,
+        recycled_segments=config.wal_recycled_segments,
+    )

@@ -35,3 +35,20 @@ def test_open_engine_needs_a_wal_dir(tmp_path: Path) -> None:
         S3StreamConfig(wal_dir=tmp_path / "wal"), MemoryMetadataStore(), MemoryObjectStore()
     )
     assert isinstance(engine, S3StreamEngine)
+
+
+@pytest.mark.parametrize("recycled", [0, 2])
+async def test_the_file_wal_keeps_as_many_trimmed_segments_as_configured(
+    tmp_path: Path, recycled: int
+) -> None:
+    config = S3StreamConfig(
+        wal_dir=tmp_path / "wal", wal_segment_bytes=1 << 20, wal_recycled_segments=recycled
+    )
+    engine = open_engine(config, MemoryMetadataStore(), MemoryObjectStore())
+    await engine.start()
+    s = await engine.create_stream()
+    for _ in range(40):
+        await s.append(b"x" * 100_000, 1)
+    await engine.flush()  # uploads, then trims the WAL
+    await engine.close()
+    assert len(list((tmp_path / "wal").glob("*.free"))) == recycled
