@@ -23,11 +23,14 @@ Starts ``moto_server`` on 127.0.0.1 and measures, in the same run:
 - ``wal``: append latency at 20 MB/s, file WAL vs object WAL (5 and 20 ms
   batches), and PUTs per GB including WAL objects;
 - ``produce-p99``: 16 KiB appends at 20 MB/s (file WAL) idle, then while a
-  cold catch-up read and a compaction run in the same process; three idle and
-  three loaded windows alternate, with the broker's runtime settings
-  (``ingest.runtime.tune_for_latency``). Run with the engine's default cap on
+  cold catch-up read and a compaction run in the same process; idle and
+  loaded windows alternate (``--produce-rounds`` pairs, default 5), with
+  the broker's runtime settings (``ingest.runtime.tune_for_latency``). Run with the engine's default cap on
   limited traffic while produce is active (``network_busy_bytes_per_second``,
   100 MB/s) and with no cap.
+
+moto keeps its objects on a tmpfs (``/dev/shm``) where there is one, off the
+WAL's disk (see ``_start_moto``).
 
 Prints a table and writes JSON to ``bench/results/s3stream_bench.json``.
 """
@@ -131,6 +134,13 @@ def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+    # moto spools every object over 5 MiB to a temporary file. On the WAL's
+    # disk, writing those back competes with the WAL's fsyncs (measured here:
+    # another file's 64 MiB write and fsync stalls an fdatasync for 30-40 ms):
+    # a cost of running S3 on the broker's machine, which no real object store
+    # puts on the broker's disk. Keep them in memory where there is a tmpfs.
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        env["TMPDIR"] = "/dev/shm"
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -386,7 +396,7 @@ def _pct(lat: list[float], p: float) -> float:
 
 
 async def produce_under_load(
-    env: Env, mib: int, seconds: float, busy: int, rounds: int = 3
+    env: Env, mib: int, seconds: float, busy: int, rounds: int = 5
 ) -> list[dict[str, Any]]:
     """Idle and loaded windows alternate (``rounds`` pairs of ``seconds`` each), so slow
     drift of the shared disk and CPU hits both sides alike; percentiles are over all
@@ -496,6 +506,12 @@ async def main() -> None:
         help="catch-up: read_ahead_ranges values to run (default: none and the default)",
     )
     ap.add_argument(
+        "--produce-rounds",
+        type=int,
+        default=5,
+        help="produce-p99: pairs of idle and loaded windows (--seconds each)",
+    )
+    ap.add_argument(
         "--busy-mbs",
         type=int,
         default=S3StreamConfig().network_busy_bytes_per_second // 1_000_000,
@@ -530,7 +546,9 @@ async def main() -> None:
         if "produce" in only:
             for busy in (args.busy_mbs * 1_000_000, 0):
                 t = _cpu_times()
-                results += await produce_under_load(env, min(args.mib, 64), args.seconds, busy)
+                results += await produce_under_load(
+                    env, min(args.mib, 64), args.seconds, busy, args.produce_rounds
+                )
                 loads.append(os.getloadavg()[0])
                 steal.append(_steal_since(t))
     finally:
