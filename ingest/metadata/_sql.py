@@ -159,8 +159,9 @@ class SqlMetadataStore(ABC):
             return [PartitionRecord(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur]
 
     # --- streams and objects -------------------------------------------------
-    def create_stream(self) -> int:
+    def create_stream(self, *, writer: Writer | None = None) -> int:
         with self._tx() as cur:
+            self._check_writer(cur, writer)
             sid = self._counter(cur, "stream_id")
             cur.execute("INSERT INTO streams VALUES (?, 0, 0, 0)", (sid,))
             return sid
@@ -192,8 +193,9 @@ class SqlMetadataStore(ABC):
             if cur.rowcount == 0:
                 raise UnknownStreamError(f"unknown stream {stream_id}")
 
-    def delete_stream(self, stream_id: int) -> None:
+    def delete_stream(self, stream_id: int, *, writer: Writer | None = None) -> None:
         with self._tx() as cur:
+            self._check_writer(cur, writer)
             cur.execute("UPDATE streams SET deleted = 1 WHERE stream_id = ?", (stream_id,))
             if cur.rowcount == 0:
                 raise UnknownStreamError(f"unknown stream {stream_id}")

@@ -118,7 +118,7 @@ class MetadataStore(Protocol):
     def list_partitions(self, topic: str) -> list[PartitionRecord]: ...
 
     # --- streams and objects (S3Stream index) ----------------------------
-    def create_stream(self) -> int:
+    def create_stream(self, *, writer: Writer | None = None) -> int:
         """Allocate a new stream id (never reused)."""
 
     def get_stream(self, stream_id: int) -> StreamRecord | None: ...
@@ -130,7 +130,7 @@ class MetadataStore(Protocol):
     ) -> None:
         """Raise the stream's start offset to ``start_offset`` (never lowers it)."""
 
-    def delete_stream(self, stream_id: int) -> None:
+    def delete_stream(self, stream_id: int, *, writer: Writer | None = None) -> None:
         """Mark the stream deleted; its objects become garbage."""
 
     def next_object_id(self) -> int: ...

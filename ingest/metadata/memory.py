@@ -95,8 +95,9 @@ class MemoryMetadataStore:
             return list(self._partitions[topic])
 
     # --- streams and objects -------------------------------------------------
-    def create_stream(self) -> int:
+    def create_stream(self, *, writer: Writer | None = None) -> int:
         with self._lock:
+            self._check_writer(writer)
             sid = self._next_stream_id
             self._next_stream_id += 1
             self._streams[sid] = StreamRecord(sid, 0, 0)
@@ -119,8 +120,9 @@ class MemoryMetadataStore:
             if start_offset > rec.start_offset:
                 self._streams[stream_id] = replace(rec, start_offset=start_offset)
 
-    def delete_stream(self, stream_id: int) -> None:
+    def delete_stream(self, stream_id: int, *, writer: Writer | None = None) -> None:
         with self._lock:
+            self._check_writer(writer)
             rec = self._stream(stream_id)
             self._streams[stream_id] = replace(rec, deleted=True)
 

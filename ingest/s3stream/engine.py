@@ -267,7 +267,12 @@ class S3StreamEngine:
     # --- streams -------------------------------------------------------------------
     async def create_stream(self) -> S3Stream:
         self._check_open()
-        sid = await self._run(self._metadata.create_stream)
+        if self._fenced is not None:
+            raise self._fence_error()
+        try:
+            sid = await self._run(self._metadata.create_stream, writer=self._writer)
+        except WriterFencedError as e:
+            raise self._writer_refused(e) from e
         stream = S3Stream(self, sid, 0, 0, 0)
         self._streams[sid] = stream
         return stream
@@ -289,13 +294,17 @@ class S3StreamEngine:
     async def delete_stream(self, stream_id: int) -> None:
         """Delete the stream; its objects are garbage-collected later."""
         self._check_open()
-        stream = self._streams.pop(stream_id, None)
-        if stream is not None:
-            stream.deleted = True
+        if self._fenced is not None:
+            raise self._fence_error()
         rec = await self._run(self._metadata.get_stream, stream_id)
         if rec is None:
             raise UnknownStreamError(f"unknown stream {stream_id}")
-        await self._run(self._metadata.delete_stream, stream_id)
+        # as this engine's writer: a fenced engine (a successor owns these
+        # streams now) must not delete one under it
+        await self._change_metadata(self._metadata.delete_stream, stream_id)
+        stream = self._streams.pop(stream_id, None)
+        if stream is not None:
+            stream.deleted = True
         self._log_cache.drop_stream(stream_id)
         self._gc_dirty.add(stream_id)
         self._gc_due = True

@@ -284,6 +284,12 @@ class MetadataStoreContract:
             store.delete_objects([o1], writer=old)
         with pytest.raises(WriterFencedError):
             store.trim_stream(sid, 5, writer=old)
+        with pytest.raises(WriterFencedError):
+            store.delete_stream(sid, writer=old)
+        streams = store.list_streams()
+        with pytest.raises(WriterFencedError):
+            store.create_stream(writer=old)
+        assert store.list_streams() == streams
         with pytest.raises(WriterFencedError):  # an epoch never claimed
             store.commit_object(_object(o2, (sid, 10, 20)), writer=("w", new[1] + 1))
         with pytest.raises(WriterFencedError):  # a name never claimed

@@ -108,6 +108,34 @@ async def test_a_superseded_engine_commits_trims_and_compacts_nothing_more(
     await b.close()
 
 
+async def test_a_superseded_engine_neither_deletes_nor_creates_streams(
+    tmp_path: Path, metadata: MetadataStore
+) -> None:
+    """A DeleteTopics reaching the replaced broker must not delete a stream
+    its successor serves (the zombie has not learned yet: no upload failed)."""
+    objects = MemoryObjectStore()
+    a = open_engine(_config(tmp_path / "wal-a"), metadata, objects)
+    await a.start()
+    sa = await a.create_stream()
+    await sa.append(b"kept", 1)
+    await a.flush()
+    b = open_engine(_config(tmp_path / "wal-b"), metadata, objects)
+    await b.start()
+    before = _snapshot(metadata)
+    with pytest.raises(StreamFencedError):
+        await a.delete_stream(sa.stream_id)
+    assert _snapshot(metadata) == before
+    with pytest.raises(StreamFencedError):  # fenced for good now
+        await a.create_stream()
+    assert _snapshot(metadata) == before
+    await a.close()
+    assert await _read(b, sa.stream_id) == [b"kept"]
+    # the successor deletes and creates as before
+    await b.delete_stream(sa.stream_id)
+    assert (await b.create_stream()).stream_id != sa.stream_id
+    await b.close()
+
+
 async def test_a_superseded_engine_learns_from_its_background_upload(
     tmp_path: Path, metadata: MetadataStore
 ) -> None:
