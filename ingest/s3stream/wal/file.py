@@ -420,10 +420,13 @@ class FileWriteAheadLog:
     def _cut_stale_tail(self) -> None:
         """Cut a recycled active segment's old bytes after the last record, so
         that a clean restart finds no torn tail (once, at close)."""
-        end = os.lseek(self._fd, 0, os.SEEK_CUR)
-        if os.fstat(self._fd).st_size > end:
-            os.ftruncate(self._fd, end)
-            os.fsync(self._fd)
+        try:
+            end = os.lseek(self._fd, 0, os.SEEK_CUR)
+            if os.fstat(self._fd).st_size > end:
+                os.ftruncate(self._fd, end)
+                os.fsync(self._fd)
+        except OSError as e:  # recovery reads the old bytes as the log's end anyway
+            log.warning("could not cut the WAL's recycled tail: %s", e)
 
 
 def _resolve(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
