@@ -17,11 +17,16 @@ __all__ = ["main", "build_parser"]
 _COMMAND_MODULES = (
     "api.commands.serve",
     "api.commands.topics",
+    "api.commands.groups",
+    "api.commands.cluster",
     "api.commands.tables",
     "api.commands.schemas",
     "api.commands.maintenance",
     "api.commands.sql",
     "api.commands.storage",
+    "api.commands.users",
+    "api.commands.acls",
+    "api.commands.quotas",
 )
 
 

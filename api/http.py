@@ -7,15 +7,24 @@ endpoints: broker topics, table topic status, health and Prometheus metrics.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI, HTTPException
+from fastapi import APIRouter, FastAPI, HTTPException, Query
 from fastapi.responses import PlainTextResponse
 from pyiceberg.catalog import Catalog
 
+from api.console import mount_console
+from api.http_auth import HttpAuthMiddleware, HttpSettings
+from api.metrics import PlatformMetrics
+from api.metrics.platform import CONTENT_TYPE
+from api.metrics.settings import MetricsSettings
 from catalog.app import create_app as create_catalog_app
 from catalog.config import CatalogSettings
+from ingest.s3stream.backpressure import storage_health
+from schema_registry.auth import CredentialLookup, RegistryAuth
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -46,6 +55,95 @@ def _topic_json(broker: Broker, name: str) -> dict[str, Any]:
     }
 
 
+def _appended(broker: Broker) -> dict[tuple[str, int], tuple[object, int]]:
+    return {
+        (name, index): (plog, plog.appended_bytes)
+        for name, topic in broker.logs.topics.items()
+        for index, plog in topic.logs.items()
+    }
+
+
+async def _produce_rate(broker: Broker, sample_ms: int) -> float:
+    """Record batch bytes/s appended to the partitions this broker leads,
+    over ``sample_ms`` (partitions that opened or closed meanwhile are left out)."""
+    before = _appended(broker)
+    started = time.monotonic()
+    await asyncio.sleep(sample_ms / 1000)
+    elapsed = time.monotonic() - started
+    total = 0
+    for key, (plog, count) in _appended(broker).items():
+        old = before.get(key)
+        if old is not None and old[0] is plog:
+            total += count - old[1]
+    return total / elapsed if elapsed > 0 else 0.0
+
+
+def _cluster_json(broker: Broker) -> dict[str, Any]:
+    """Brokers, controller, partition leaders and moves in flight, as this
+    broker sees them (a single broker is a cluster of one)."""
+    member = broker.member
+    if member is None:
+        me = broker.cluster.brokers()[0]
+        leaders = [
+            {"topic": n, "partition": i, "leader": me.node_id, "leader_epoch": 0, "target": None}
+            for n, t in sorted(broker.logs.topics.items())
+            for i in range(t.partition_count)
+        ]
+        brokers = [
+            {
+                "node_id": me.node_id,
+                "host": me.host,
+                "port": me.port,
+                "rack": me.rack,
+                "live": True,
+                "draining": False,
+            }
+        ]
+    else:
+        live = {e.node_id for e in member.brokers()}
+        leaders = [
+            {
+                "topic": a.topic,
+                "partition": a.partition,
+                "leader": a.leader,
+                "leader_epoch": a.leader_epoch,
+                "target": a.target if a.target != a.leader else None,
+            }
+            for a in member.assignments()
+        ]
+        brokers = [
+            {
+                "node_id": b.node_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "live": b.node_id in live,
+                "draining": b.draining,
+            }
+            for b in member.registered_brokers()
+        ]
+    for b in brokers:
+        b["partitions"] = sum(1 for p in leaders if p["leader"] == b["node_id"])
+    return {
+        "cluster_id": broker.cluster_id,
+        "node_id": broker.cluster.node_id,
+        "clustered": member is not None,
+        "controller": broker.cluster.controller_id(),
+        "brokers": brokers,
+        "partitions": leaders,
+        "moves_in_flight": [
+            {
+                "topic": p["topic"],
+                "partition": p["partition"],
+                "from": p["leader"],
+                "to": p["target"],
+            }
+            for p in leaders
+            if p["target"] is not None
+        ],
+    }
+
+
 def _admin_router(broker: Broker, table_status: StatusSource | None) -> APIRouter:
     # async endpoints: they read the broker's in-memory state, which only the
     # event loop may touch (a threadpool endpoint could see it mid-change).
@@ -60,6 +158,20 @@ def _admin_router(broker: Broker, table_status: StatusSource | None) -> APIRoute
             "topics": len(broker.logs.topics),
         }
 
+    @r.get(
+        "/cluster",
+        summary="Brokers, controller, partition leaders, moves in flight, and this "
+        "broker's produce bytes/s (sampled over sample_ms)",
+    )
+    async def cluster(sample_ms: int = Query(1000, ge=0, le=10_000)) -> dict[str, Any]:
+        rate = await _produce_rate(broker, sample_ms) if sample_ms else None
+        out = _cluster_json(broker)  # after the sample: the freshest view
+        out["produce_bytes_per_s"] = rate
+        out["sample_ms"] = sample_ms
+        if broker.member is not None:  # last load reports, this broker's balancing decisions
+            out["balancer"] = await broker.member.balancer_status()
+        return out
+
     @r.get("/topics", summary="Topics with partitions, offsets and config overrides")
     async def topics() -> list[dict[str, Any]]:
         return [_topic_json(broker, n) for n in sorted(broker.logs.topics)]
@@ -67,6 +179,13 @@ def _admin_router(broker: Broker, table_status: StatusSource | None) -> APIRoute
     @r.get("/topics/{name}", summary="One topic")
     async def topic(name: str) -> dict[str, Any]:
         return _topic_json(broker, name)
+
+    @r.get(
+        "/storage",
+        summary="Object storage health (healthy/degraded, error rate, last error) and upload backlog",
+    )
+    async def storage() -> dict[str, Any]:
+        return storage_health(broker.engine)
 
     @r.get(
         "/table-topics",
@@ -78,67 +197,40 @@ def _admin_router(broker: Broker, table_status: StatusSource | None) -> APIRoute
     return r
 
 
-def _metrics(broker: Broker, table_status: StatusSource | None) -> str:
-    lines = [
-        "# HELP tidelake_partition_high_watermark Next offset a consumer can read.",
-        "# TYPE tidelake_partition_high_watermark gauge",
-    ]
-    for name, topic in sorted(broker.logs.topics.items()):
-        for p in topic.partitions:
-            lines.append(
-                f'tidelake_partition_high_watermark{{topic="{name}",partition="{p.partition}"}} {p.high_watermark}'
-            )
-    lines += [
-        "# HELP tidelake_partition_log_start_offset First retained offset.",
-        "# TYPE tidelake_partition_log_start_offset gauge",
-    ]
-    for name, topic in sorted(broker.logs.topics.items()):
-        for p in topic.partitions:
-            lines.append(
-                f'tidelake_partition_log_start_offset{{topic="{name}",partition="{p.partition}"}} {p.log_start_offset}'
-            )
-    engine = broker.engine
-    for attr, help_text in (
-        ("uploads", "Objects uploaded by the stream engine."),
-        ("uploaded_bytes", "Bytes uploaded by the stream engine."),
-    ):
-        value = getattr(engine, attr, None)
-        if isinstance(value, int):
-            lines += [
-                f"# HELP tidelake_storage_{attr}_total {help_text}",
-                f"# TYPE tidelake_storage_{attr}_total counter",
-                f"tidelake_storage_{attr}_total {value}",
-            ]
-    if table_status is not None:
-        rows = table_status()
-        for key, kind in (
-            ("lag", "gauge"),
-            ("freshness_ms", "gauge"),
-            ("dead_letters", "counter"),
-            ("rows_committed", "counter"),
-        ):
-            lines += [f"# TYPE tidelake_table_topic_{key} {kind}"]
-            for row in rows:
-                if isinstance(row.get(key), int | float):
-                    lines.append(
-                        f'tidelake_table_topic_{key}{{topic="{row.get("topic")}"}} {row[key]}'
-                    )
-    return "\n".join(lines) + "\n"
-
-
 def create_http_app(
     catalog_settings: CatalogSettings,
     catalog: Catalog | None,
     broker: Broker,
     table_status: StatusSource | None = None,
+    metrics: PlatformMetrics | None = None,
+    registry: Any | None = None,
+    metrics_settings: MetricsSettings | None = None,
+    http_settings: HttpSettings | None = None,
+    credentials: CredentialLookup | None = None,
 ) -> FastAPI:
+    """``metrics``: the process's metrics (one is made if not given);
+    ``registry``: a schema registry service the console decodes records with;
+    ``http_settings.auth = "basic"`` asks ``credentials``' users to log in."""
+    metrics_settings = metrics_settings or MetricsSettings()
     app = create_catalog_app(catalog_settings, catalog=catalog)
     app.title = "Tidelake"
     app.description = (
         "Iceberg REST catalog (/v1), catalog browsing (/api/v1/catalog), broker and table topic "
         "admin (/api/v1), web page (/ui), Prometheus metrics (/metrics)."
     )
+    metrics = metrics or PlatformMetrics(broker, table_status)
+    app.add_middleware(
+        metrics.http.middleware(lambda path: "catalog" if path.startswith("/v1/") else "api")
+    )
     app.include_router(_admin_router(broker, table_status))
+    mount_console(
+        app,
+        broker,
+        table_status,
+        registry,
+        history_interval_s=metrics_settings.history_interval_s,
+        history_samples=metrics_settings.history_samples,
+    )
 
     @app.get("/healthz", tags=["admin"], summary="Liveness")
     async def healthz() -> dict[str, str]:
@@ -147,7 +239,13 @@ def create_http_app(
     @app.get(
         "/metrics", tags=["admin"], response_class=PlainTextResponse, summary="Prometheus metrics"
     )
-    async def metrics() -> str:
-        return _metrics(broker, table_status)
+    async def prometheus_metrics() -> PlainTextResponse:
+        return PlainTextResponse(await metrics.scrape(), media_type=CONTENT_TYPE)
 
+    http_settings = http_settings or HttpSettings()
+    if http_settings.auth == "basic":
+        login = RegistryAuth(frozenset({"basic"}), credentials)
+        app.add_middleware(
+            HttpAuthMiddleware, auth=login, protect_metrics=http_settings.protect_metrics
+        )
     return app

@@ -20,8 +20,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from catalog.browse_api import create_browse_router
 from catalog.config import CatalogSettings
 from catalog.factory import load_platform_catalog
+from catalog.rest.auth import RestAuth
 from catalog.rest.errors import to_error_response
-from catalog.rest.router import CatalogProvider, RestAuth, create_rest_router
+from catalog.rest.permissions import NamespaceGrants
+from catalog.rest.router import CatalogProvider, create_rest_router
 from catalog.ui import create_ui_router
 
 __all__ = ["create_app", "lazy_catalog_provider"]
@@ -63,8 +65,16 @@ def create_app(
         description="Iceberg REST catalog (/v1), catalog browsing API (/api/v1/catalog) and UI (/ui).",
         version="0.1.0",
     )
-    auth = RestAuth(settings.serve_tokens, settings.serve_oauth2_clients)
-    app.include_router(create_rest_router(provider, auth=auth))
+    secret = settings.serve_token_secret
+    auth = RestAuth(
+        settings.serve_tokens,
+        settings.serve_oauth2_clients,
+        token_lifetime_s=settings.serve_token_lifetime_seconds,
+        secret=secret.get_secret_value() if secret is not None else None,
+    )
+    grants = NamespaceGrants(settings.serve_oauth2_permissions)
+    app.include_router(create_rest_router(provider, auth=auth, permissions=grants))
+    app.state.rest_auth = auth
     app.state.catalog_provider = provider
 
     app.include_router(create_browse_router(provider))

@@ -1,8 +1,22 @@
 """Settings for the platform's Iceberg catalog.
 
 One :class:`CatalogSettings` describes which catalog the platform uses (the
-embedded SQLite default, PostgreSQL, any Iceberg REST catalog, AWS Glue or a
-Hive Metastore) and how the built-in REST catalog service guards itself.
+embedded SQLite default, PostgreSQL, any Iceberg REST catalog, AWS Glue, a
+Hive Metastore, AWS S3 Tables or Project Nessie) and how the built-in REST
+catalog service guards itself.
+
+S3 Tables and Nessie are reached through the Iceberg REST protocol they serve
+(the installed pyiceberg has no S3 Tables catalog of its own):
+
+- ``s3tables``: ``warehouse`` is the table bucket ARN
+  (``arn:aws:s3tables:<region>:<account>:bucket/<name>``); requests go to
+  ``https://s3tables.<region>.amazonaws.com/iceberg`` (or ``s3tables_endpoint``)
+  signed with SigV4 for the ``s3tables`` service, with the AWS credentials of the
+  environment (or ``s3tables_access_key_id`` / ``s3tables_secret_access_key``).
+- ``nessie``: ``uri`` is the Nessie server (``http://host:19120``); the catalog is
+  its Iceberg REST endpoint ``<uri>/iceberg/<nessie_branch>`` (the branch or tag
+  is the path's reference), ``warehouse`` optionally names one of Nessie's
+  configured warehouses.
 Environment variables use the prefix ``TIDELAKE_CATALOG_`` (for example
 ``TIDELAKE_CATALOG_TYPE=glue``); nested maps are given as JSON.
 """
@@ -12,7 +26,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["CatalogSettings", "CatalogType"]
@@ -23,6 +37,8 @@ class CatalogType(StrEnum):
     REST = "rest"
     GLUE = "glue"
     HIVE = "hive"
+    S3TABLES = "s3tables"
+    NESSIE = "nessie"
 
 
 class CatalogSettings(BaseSettings):
@@ -56,6 +72,15 @@ class CatalogSettings(BaseSettings):
     # Hive Metastore (thrift://host:port); ``uri`` works as well.
     hive_uri: str | None = None
 
+    # AWS S3 Tables (warehouse = the table bucket ARN); the region defaults to the ARN's.
+    s3tables_region: str | None = None
+    s3tables_endpoint: str | None = None
+    s3tables_access_key_id: str | None = None
+    s3tables_secret_access_key: str | None = None
+
+    # Project Nessie: the branch (or tag) whose tables the catalog shows.
+    nessie_branch: str = "main"
+
     # S3 warehouse access (FileIO), passed to pyiceberg as s3.* properties.
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -69,6 +94,23 @@ class CatalogSettings(BaseSettings):
     # clients (id -> secret) that may obtain one. Both empty: no authentication.
     serve_tokens: list[str] = Field(default_factory=list)
     serve_oauth2_clients: dict[str, str] = Field(default_factory=dict)
+    # Per-namespace grants of those clients (catalog/rest/permissions.py), e.g.
+    # {"etl": ["write:sales"], "bi": ["read"]}; empty: every client may do all.
+    serve_oauth2_permissions: dict[str, list[str]] = Field(default_factory=dict)
+    # Lifetime of tokens issued at /v1/oauth/tokens (claimed as expires_in and
+    # enforced), and the HMAC secret that signs them. Without a secret each
+    # process draws its own, so its tokens die with it; give several processes
+    # serving one catalog the same secret to let them accept each other's tokens.
+    serve_token_lifetime_seconds: int = Field(default=3600, ge=1)
+    serve_token_secret: SecretStr | None = None
+
+    @field_validator("serve_oauth2_permissions")
+    @classmethod
+    def _grants(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        from catalog.rest.permissions import NamespaceGrants
+
+        NamespaceGrants(value)  # raises ValueError naming the bad grant
+        return value
 
     @model_validator(mode="after")
     def _check_required(self) -> CatalogSettings:
@@ -79,9 +121,28 @@ class CatalogSettings(BaseSettings):
                 "TIDELAKE_CATALOG_HIVE_URI (or TIDELAKE_CATALOG_URI) is required when "
                 "TIDELAKE_CATALOG_TYPE=hive"
             )
+        if self.type is CatalogType.NESSIE and not self.uri:
+            raise ValueError(
+                "TIDELAKE_CATALOG_URI (the Nessie server, http://host:19120) is required when "
+                "TIDELAKE_CATALOG_TYPE=nessie"
+            )
+        if self.type is CatalogType.S3TABLES:
+            if not (self.warehouse or "").startswith("arn:aws:s3tables:"):
+                raise ValueError(
+                    "TIDELAKE_CATALOG_WAREHOUSE must be the table bucket ARN "
+                    "(arn:aws:s3tables:<region>:<account>:bucket/<name>) when "
+                    "TIDELAKE_CATALOG_TYPE=s3tables"
+                )
         if self.credential is not None and ":" not in self.credential:
             raise ValueError("TIDELAKE_CATALOG_CREDENTIAL must look like 'client_id:client_secret'")
         return self
+
+    def s3tables_signing_region(self) -> str:
+        """The configured region, else the table bucket ARN's."""
+        if self.s3tables_region:
+            return self.s3tables_region
+        parts = (self.warehouse or "").split(":")
+        return parts[3] if len(parts) > 3 and parts[3] else "us-east-1"
 
     def default_warehouse(self) -> str:
         """The warehouse URL: the configured one or ``file://<data_dir>/warehouse``."""

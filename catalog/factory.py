@@ -13,7 +13,7 @@ from pyiceberg.catalog import Catalog
 
 from catalog.config import CatalogSettings, CatalogType
 
-__all__ = ["catalog_properties", "load_platform_catalog"]
+__all__ = ["catalog_properties", "load_platform_catalog", "nessie_rest_uri"]
 
 
 def _file_io_properties(settings: CatalogSettings) -> dict[str, str]:
@@ -56,6 +56,30 @@ def catalog_properties(settings: CatalogSettings) -> dict[str, str]:
             props["scope"] = settings.scope
         for header, value in settings.headers.items():
             props[f"header.{header}"] = value
+    elif kind is CatalogType.S3TABLES:
+        region = settings.s3tables_signing_region()
+        assert settings.warehouse is not None  # checked by the settings validator
+        props["uri"] = (
+            settings.s3tables_endpoint or f"https://s3tables.{region}.amazonaws.com/iceberg"
+        )
+        props["warehouse"] = settings.warehouse
+        props["rest.sigv4-enabled"] = "true"
+        props["rest.signing-name"] = "s3tables"
+        props["rest.signing-region"] = region
+        if settings.s3tables_access_key_id:
+            props["client.access-key-id"] = settings.s3tables_access_key_id
+        if settings.s3tables_secret_access_key:
+            props["client.secret-access-key"] = settings.s3tables_secret_access_key
+        props.setdefault("client.region", region)
+    elif kind is CatalogType.NESSIE:
+        assert settings.uri is not None  # checked by the settings validator
+        props["uri"] = nessie_rest_uri(settings.uri, settings.nessie_branch)
+        if settings.warehouse:
+            props["warehouse"] = settings.warehouse
+        if settings.token:
+            props["token"] = settings.token
+        for header, value in settings.headers.items():
+            props[f"header.{header}"] = value
     elif kind is CatalogType.GLUE:
         props["warehouse"] = settings.default_warehouse()
         if settings.glue_endpoint:
@@ -73,6 +97,15 @@ def catalog_properties(settings: CatalogSettings) -> dict[str, str]:
     return props
 
 
+def nessie_rest_uri(server: str, branch: str) -> str:
+    """Nessie's Iceberg REST endpoint for ``branch``: ``<server>/iceberg/<branch>``
+    (a URI that already ends in ``/iceberg`` gets the branch appended)."""
+    base = server.rstrip("/")
+    if not base.endswith("/iceberg"):
+        base += "/iceberg"
+    return f"{base}/{branch}"
+
+
 def _ensure_local_warehouse(warehouse: str) -> None:
     if warehouse.startswith("file://"):
         Path(unquote(urlparse(warehouse).path)).mkdir(parents=True, exist_ok=True)
@@ -87,7 +120,7 @@ def load_platform_catalog(settings: CatalogSettings) -> Catalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         return SqlCatalog(settings.name, **props)
-    if kind is CatalogType.REST:
+    if kind in (CatalogType.REST, CatalogType.S3TABLES, CatalogType.NESSIE):
         from pyiceberg.catalog.rest import RestCatalog
 
         return RestCatalog(settings.name, **props)

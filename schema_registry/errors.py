@@ -31,6 +31,7 @@ __all__ = [
     "InvalidSubject",
     "RequestTooLarge",
     "MalformedRequest",
+    "UnprocessableEntity",
     "RouteNotFound",
     "StoreError",
 ]
@@ -105,5 +106,7 @@ IdDoesNotMatch = _error("IdDoesNotMatch", 422, 42207, "Schema id does not match"
 InvalidSubject = _error("InvalidSubject", 422, 42208, "Invalid subject")
 RequestTooLarge = _error("RequestTooLarge", 413, 413, "Request body too large")
 MalformedRequest = _error("MalformedRequest", 400, 400, "Malformed request body")
+# A well-formed JSON body whose field has the wrong type (Confluent: Jackson mapping error).
+UnprocessableEntity = _error("UnprocessableEntity", 422, 422, "Unprocessable entity")
 RouteNotFound = _error("RouteNotFound", 404, 404, "HTTP 404 Not Found")
 StoreError = _error("StoreError", 500, 50001, "Error in the backend data store")

@@ -6,14 +6,29 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from schema_registry.errors import InvalidSchema, InvalidSubject, InvalidVersion
+from schema_registry.errors import (
+    InvalidSchema,
+    InvalidSubject,
+    InvalidVersion,
+    SchemaNotFound,
+    UnprocessableEntity,
+)
 from schema_registry.formats import FORMATS
 from schema_registry.store import Reference
 
-__all__ = ["LATEST", "SchemaRequest", "check_subject", "parse_version"]
+__all__ = [
+    "LATEST",
+    "MAX_INT32",
+    "SchemaRequest",
+    "check_config_fields",
+    "check_schema_id",
+    "check_subject",
+    "parse_version",
+]
 
 LATEST = -1
-_MAX_VERSION = 2**31 - 1
+MAX_INT32 = 2**31 - 1  # ids and versions are Java ints in Confluent, INTEGER in PostgreSQL
+_MAX_VERSION = MAX_INT32
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +68,17 @@ class SchemaRequest:
                 version = LATEST
             if not isinstance(version, int) or isinstance(version, bool):
                 raise InvalidSchema("Invalid schema: a reference version must be an integer")
+            if not -MAX_INT32 <= version <= MAX_INT32:
+                raise InvalidSchema(f"Invalid schema: reference version {version} is out of range")
             refs.append(Reference(name, subject, version))
         ids = [body.get("id"), body.get("version")]
         for value in ids:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise InvalidSchema("Invalid schema: 'id' and 'version' must be integers")
+            if value is not None and value > MAX_INT32:
+                raise InvalidSchema(
+                    f"Invalid schema: 'id' and 'version' must be at most {MAX_INT32}"
+                )
         id_, version_ = (v if v is not None and v > 0 else None for v in ids)
         contract: dict[str, Any] = {}
         for key in ("metadata", "ruleSet"):
@@ -87,6 +108,38 @@ def parse_version(value: str | int) -> int:
             f'between [1, 2^31-1] and the string "latest"'
         )
     return number
+
+
+# Config fields Confluent knows, by JSON type; null means "not set". Others are kept as given.
+_CONFIG_FIELDS: dict[str, type] = {
+    "normalize": bool,
+    "validateFields": bool,
+    "validateRules": bool,
+    "alias": str,
+    "compatibilityGroup": str,
+    "compatibilityPolicy": str,
+    "defaultMetadata": dict,
+    "overrideMetadata": dict,
+    "defaultRuleSet": dict,
+    "overrideRuleSet": dict,
+}
+
+
+def check_config_fields(body: dict[str, Any]) -> None:
+    """A config field of the wrong JSON type is refused (422) before anything is stored."""
+    for key, kind in _CONFIG_FIELDS.items():
+        value = body.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise UnprocessableEntity(
+                f"Cannot deserialize value of config field '{key}': expected {kind.__name__}"
+            )
+
+
+def check_schema_id(schema_id: int) -> int:
+    """An id no schema can have (beyond 32 bits, negative) is simply not found (40403)."""
+    if not 0 <= schema_id <= MAX_INT32:
+        raise SchemaNotFound(f"Schema {schema_id} not found")
+    return schema_id
 
 
 def check_subject(subject: str) -> None:

@@ -36,7 +36,13 @@ from schema_registry.errors import (
 )
 from schema_registry.formats import ParsedSchema, ResolvedReference, get_format
 from schema_registry.requests import LATEST as _LATEST
-from schema_registry.requests import SchemaRequest, check_subject, parse_version
+from schema_registry.requests import (
+    SchemaRequest,
+    check_config_fields,
+    check_schema_id,
+    check_subject,
+    parse_version,
+)
 from schema_registry.store import (
     DEFAULT_CONTEXT,
     Reference,
@@ -246,6 +252,7 @@ class RegistryService:
     ) -> dict[str, Any]:
         """The schema under ``schema_id`` in the context of ``subject`` (default context)."""
         context = context_of(subject)
+        check_schema_id(schema_id)
         with self.store.read() as tx:
             stored = tx.schema_by_id(schema_id, context)
             if stored is None or not tx.versions_of_schema(schema_id, context):
@@ -275,6 +282,7 @@ class RegistryService:
 
         ``AvroSchema.parsed``/``.named`` feed fastavro; ``ProtobufSchema.proto`` is the
         FileDescriptorProto; ``JsonSchema.value`` the JSON Schema document."""
+        check_schema_id(schema_id)
         with self.store.read() as tx:
             return self._parsed(tx, schema_id, context_of(subject))
 
@@ -294,6 +302,7 @@ class RegistryService:
     def schema_versions(
         self, schema_id: int, deleted: bool = False, subject: str | None = None
     ) -> list[SubjectVersion]:
+        check_schema_id(schema_id)
         with self.store.read() as tx:
             rows = tx.versions_of_schema(schema_id, context_of(subject))
             if not rows:
@@ -625,6 +634,7 @@ class RegistryService:
             raise InvalidCompatibilityLevel(
                 "Invalid compatibility level: body must be a JSON object"
             )
+        check_config_fields(body)
         level_value = body.get("compatibility", body.get("compatibilityLevel"))
         config: dict[str, Any] = {
             k: v for k, v in body.items() if k not in ("compatibility", "compatibilityLevel")
@@ -676,6 +686,8 @@ class RegistryService:
                 f"Invalid mode {mode!r}. Valid values are READWRITE, READONLY, READONLY_OVERRIDE, IMPORT"
             )
         mode = mode.upper()
+        if subject:
+            check_subject(subject)
         with self.store.write() as tx:
             if mode == "IMPORT" and not force:
                 has_schemas = bool(tx.versions(subject)) if subject else bool(tx.subjects())

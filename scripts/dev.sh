@@ -5,7 +5,8 @@
 #   scripts/dev.sh install                  only install
 # Installs: Debian packages (Java 17 for Spark and the Hive Metastore, kcat,
 # the SQLite JDBC driver, Chromium for the UI test), a virtualenv in .venv with
-# Tidelake and its test and Spark extras. Re-running skips what is already there.
+# Tidelake and its test and Spark extras, kafkajs (Node.js) for its client
+# tests. Re-running skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -49,9 +50,29 @@ install_python() {
   echo "$want" > "$stamp"
 }
 
+# kafkajs (pinned in tests/integration/broker/kafkajs/package.json) for the
+# kafkajs transaction tests, in .cache/kafkajs (git-ignored). Node.js from
+# Debian when there is none.
+install_kafkajs() {
+  if ! command -v npm >/dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    log "installing Node.js and npm (Debian packages nodejs npm)"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  local src="$ROOT/tests/integration/broker/kafkajs/package.json" dir="$ROOT/.cache/kafkajs"
+  if cmp -s "$src" "$dir/package.json" && [ -f "$dir/node_modules/kafkajs/package.json" ]; then return; fi
+  log "installing kafkajs into $dir"
+  mkdir -p "$dir"
+  cp "$src" "$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
+}
+
 install_all() {
   install_system
   install_python
+  install_kafkajs
 }
 
 cmd=${1:-}

@@ -120,12 +120,13 @@ def spark_catalog_conf(
                 **extra,
             }
         )
-    elif kind is CatalogType.REST:
+    elif kind in (CatalogType.REST, CatalogType.NESSIE, CatalogType.S3TABLES):
+        # S3 Tables and Nessie serve the Iceberg REST protocol (catalog.factory)
         out.update({"type": "rest", "uri": props["uri"]})
         for key in ("token", "credential", "oauth2-server-uri", "scope"):
             if key in props:
                 out[key] = props[key]
-        out.update({k: v for k, v in props.items() if k.startswith("header.")})
+        out.update({k: v for k, v in props.items() if k.startswith(("header.", "rest."))})
     elif kind is CatalogType.HIVE:
         out.update({"type": "hive", "uri": props["uri"]})
     else:

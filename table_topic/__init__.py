@@ -1,4 +1,4 @@
-"""Table Topic: Kafka topics become Apache Iceberg tables, exactly once.
+"""Table Topic: Kafka topics become Apache Iceberg (and/or Delta Lake) tables, exactly once.
 
 Wiring (``api/process.py``)::
 
@@ -18,7 +18,9 @@ Layout: ``config`` (topic configs, AutoMQ aliases), ``settings``, ``decode/``
 to the table schema, optional process pool), ``evolution``, ``partitioning``,
 ``commit`` (the exactly-once commit protocol), ``worker`` (one per partition),
 ``coordinator`` (one per topic, one commit per interval), ``dlq``, ``status``,
-``service``.
+``service``; ``sink`` (the ``TableSink`` interface: the Iceberg writer, the
+Delta sink of ``delta/``, both at once for ``table.topic.format=both``, and an
+in-memory one).
 
 Table columns: ``_kafka_partition`` int, ``_kafka_offset`` long,
 ``_kafka_timestamp`` timestamptz, ``_kafka_key`` binary, ``_kafka_headers``
@@ -28,7 +30,9 @@ Debezium after/before image plus ``_cdc_op`` (``flatten_debezium``).
 
 Exactly once: each commit's snapshot summary carries ``tidelake.offsets``
 (JSON {partition: next offset}, every partition) atomically with its data
-files; workers resume from the newest snapshot carrying it.
+files; workers resume from the newest snapshot carrying it. Delta tables carry
+each partition's next offset in a ``txn`` action of the same log entry
+(``table_topic.delta.sink``).
 """
 
 from table_topic.config import register_table_topic_configs

@@ -6,6 +6,16 @@ atomically with the data files. Workers resume from the newest snapshot that
 carries the property, walking back through parent snapshots (compaction or
 maintenance snapshots do not carry it). The same JSON is kept as a table
 property in the same metadata commit, as a fallback once snapshots expire.
+
+Several writers (the brokers of a cluster, each converting the partitions it
+leads) commit to one table by per-partition compare-and-merge: a commit covering
+partitions P lands only if, for every p in P, the table head's offset of p is the
+one this writer planned from; its offsets JSON is the head's map with P's entries
+replaced. Another writer's commit of OTHER partitions only rebases the commit on
+the new head (the merge is recomputed there); a commit of one of P (a stale
+leader, or a new leader racing an old one's last commit) refuses it with
+:class:`ConcurrentWriterError`, and the writer starts again from the table. So
+two writers can never both commit the same offsets of a partition.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -31,6 +41,7 @@ from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.table.update import SetPropertiesUpdate
 
 from catalog.properties import REWRITE_LEASE_PROPERTY
 from table_topic.config import TableTopicConfig
@@ -129,8 +140,15 @@ class TableWriter:
         self.target_file_size = target_file_size
         self._table: Table | None = None
         self._fault = fault
-        # offsets this writer last read or committed: None until it knows
-        self._expected: dict[int, int] | None = None
+        # What this writer's next commit must find in the table, per partition: the
+        # table's whole map when it last read it (None until it has), overridden by
+        # partitions it re-read alone or committed since (None: not in the table).
+        self._base: dict[int, int] | None = None
+        self._known: dict[int, int | None] = {}
+
+    @property
+    def format(self) -> str:
+        return "iceberg"
 
     @property
     def identifier(self) -> tuple[str, ...]:
@@ -150,8 +168,29 @@ class TableWriter:
         find there (see ``_commit_once``)."""
         table = self.load()
         found = committed_offsets(table, self.topic_id) if table is not None else None
-        self._expected = found
+        self._base = dict(found or {})
+        self._known = {}
         return found
+
+    def offsets_for(self, partitions: Iterable[int]) -> dict[int, int]:
+        """The table's committed offsets of ``partitions`` (those it has), re-read now;
+        this writer's next commits of them must find these (a partition that came to
+        this broker: its last leader may have committed since the map was read)."""
+        table = self.load()
+        found = (committed_offsets(table, self.topic_id) if table is not None else None) or {}
+        out: dict[int, int] = {}
+        for p in partitions:
+            self._known[p] = found.get(p)
+            if p in found:
+                out[p] = found[p]
+        return out
+
+    def _expected(self, p: int, head: dict[int, int]) -> int | None:
+        if p in self._known:
+            return self._known[p]
+        if self._base is not None:
+            return self._base.get(p)
+        return head.get(p)  # never read: plan from the table as this commit finds it
 
     def _wait_for_rewrite(self, table: Table) -> Table:
         """Hold a keyed commit while a data-file rewrite holds the table's lease (its
@@ -185,12 +224,21 @@ class TableWriter:
         self._table = txn.commit_transaction()
         return True
 
+    def ensure_table(self) -> Table:
+        """The table, created (with no snapshot) if it does not exist yet."""
+        return self.load(refresh=False) or self._create()
+
     def _create(self) -> Table:
         ns = self.identifier[:-1]
         try:
             self.catalog.create_namespace(ns)
         except NamespaceAlreadyExistsError:
             pass
+        except Exception:
+            # two topics' first commits create the namespace at once: a SQL catalog
+            # raises its driver's unique-key error, not NamespaceAlreadyExistsError
+            if not self.catalog.namespace_exists(ns):
+                raise
         try:
             self._table = self.catalog.create_table(
                 self.identifier,
@@ -245,7 +293,9 @@ class TableWriter:
                 # both guarantee that nothing landed: plan again on the new snapshot
                 if attempt == _CONFLICT_RETRIES:
                     raise
-                log.info("table %s: concurrent change, re-planning the commit: %s", self.identifier, exc)
+                log.info(
+                    "table %s: concurrent change, re-planning the commit: %s", self.identifier, exc
+                )
                 self.load(refresh=True)
         raise AssertionError("unreachable")
 
@@ -258,32 +308,49 @@ class TableWriter:
         table = self.load(refresh=self.cfg.keyed) or self._create()
         if self.cfg.keyed:
             table = self._wait_for_rewrite(table)
-        offsets_json = json.dumps(
-            {str(k): v for k, v in sorted(offsets.items())}, separators=(",", ":")
-        )
+        # exactly once with more than one writer (the brokers of a cluster, a zombie):
+        # the commit lands only where the table still holds, for each of its
+        # partitions, the offset this writer planned from (see the module docstring)
+        planned_head = committed_offsets(table, self.topic_id) or {}
+        expected = {p: self._expected(p, planned_head) for p in offsets}
+        planned_on: list[dict[int, int]] = []  # the head the offsets JSON was merged into
+
+        def merged_offsets(head: Table) -> str:
+            now = committed_offsets(head, self.topic_id) or {}
+            moved = {p: now.get(p) for p in offsets if now.get(p) != expected[p]}
+            if moved:
+                raise ConcurrentWriterError(
+                    f"table {'.'.join(self.identifier)}: another writer committed offsets "
+                    f"{moved} since this commit was planned from "
+                    f"{ {p: expected[p] for p in moved} }"
+                )
+            if planned_on and planned_on[0] != now and self.cfg.keyed:
+                # another writer's rows may hold ids this commit replaces: plan the
+                # deletes again on the new head (nothing has landed)
+                raise ValidationException(
+                    f"table {'.'.join(self.identifier)}: other partitions committed since "
+                    "the upserts were planned"
+                )
+            planned_on[:] = [now]
+            merged = {**now, **offsets}
+            return json.dumps({str(k): v for k, v in sorted(merged.items())}, separators=(",", ":"))
+
+        offsets_json = merged_offsets(table)  # the table may be fresher than this plan
         props = {
             OFFSETS_PROPERTY: offsets_json,
             TOPIC_PROPERTY: self.cfg.topic,
             **({TOPIC_ID_PROPERTY: self.topic_id} if self.topic_id else {}),
             **(extra_properties or {}),
         }
-        # exactly once with more than one writer (a second broker, a zombie): a commit
-        # lands only on top of the offsets this writer last read or committed
-        base_offsets = (
-            self._expected
-            if self._expected is not None
-            else committed_offsets(table, self.topic_id)
-        )
+        table_props: list[SetPropertiesUpdate] = []
 
-        def same_offsets(head: Table) -> None:
-            now = committed_offsets(head, self.topic_id)
-            if (now or {}) != (base_offsets or {}):
-                raise ConcurrentWriterError(
-                    f"table {'.'.join(self.identifier)}: another writer committed offsets "
-                    f"{now} since this commit was planned from {base_offsets}"
-                )
+        def rebase(head: Table) -> None:
+            """pyiceberg retries a refused commit on the new head: re-merge there."""
+            fresh = merged_offsets(head)
+            props[OFFSETS_PROPERTY] = fresh  # the summary is rebuilt from this dict
+            for update in table_props:
+                update.updates[OFFSETS_PROPERTY] = fresh
 
-        same_offsets(table)  # the table may be fresher than this writer's plan
         txn = table.transaction()
         seen: set[str] = set()
         for t in tables:
@@ -301,10 +368,16 @@ class TableWriter:
         )
         deleted = 0
         delta = RowDelta(txn, snapshot_properties=props)
-        delta.validate_with(same_offsets)
+        delta.validate_with(rebase)
         if self.cfg.keyed and data.num_rows:
             data, delete_filter, deleted, keys = _upsert_plan(data, self.cfg)
-            if delete_filter is not None and table.current_snapshot() is not None:
+            # rows committed before the id columns existed have no id to replace
+            known = set(table.schema().column_names)
+            if (
+                delete_filter is not None
+                and table.current_snapshot() is not None
+                and all(c in known for c in keys.column_names)
+            ):
                 found = find_position_deletes(table, delete_filter, keys)
                 if found:
                     delete_files = write_position_delete_files(
@@ -329,9 +402,15 @@ class TableWriter:
                 **({TOPIC_ID_PROPERTY: self.topic_id} if self.topic_id else {}),
             }
         )
+        # the staged update itself, so that a rebase can re-merge the table property too
+        table_props.extend(
+            u
+            for u in txn._updates
+            if isinstance(u, SetPropertiesUpdate) and OFFSETS_PROPERTY in u.updates
+        )
         self._fault("files_written")
         self._table = txn.commit_transaction()
-        self._expected = dict(offsets)
+        self._known.update(offsets)
         self._fault("after_commit")
         snap = self._table.current_snapshot()
         files = 0
@@ -390,29 +469,43 @@ def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
     return terms[0]
 
 
-def _upsert_plan(
-    data: pa.Table, cfg: TableTopicConfig
-) -> tuple[pa.Table, BooleanExpression | None, int, pa.Table]:
-    """Dedupe by id (last by timestamp, then offset); the filter and the distinct non-null
-    ids (one column per id column) that find the ids' old rows."""
-    ids = list(cfg.id_columns)
-    missing = [c for c in ids if c not in data.column_names]
-    if missing:
-        raise TableTopicError(f"table.topic.id.columns {missing} are not columns of the table")
-    n = data.num_rows
+def _last_per_key(data: pa.Table, keys: list[str], by: str) -> pa.Table:
+    """One row per distinct ``keys``: the greatest ``by`` (then the greatest
+    ``_kafka_partition``, ``_kafka_offset``), in that order of rows."""
     order = pc.sort_indices(
         data,
         sort_keys=[
-            ("_kafka_timestamp", "ascending"),
+            (by, "ascending"),
             ("_kafka_partition", "ascending"),
             ("_kafka_offset", "ascending"),
         ],
     )
     data = data.take(order)
-    data = data.append_column("__pos", pa.array(range(n), pa.int64()))
-    last = data.group_by(ids, use_threads=False).aggregate([("__pos", "max")])
+    data = data.append_column("__pos", pa.array(range(data.num_rows), pa.int64()))
+    last = data.group_by(keys, use_threads=False).aggregate([("__pos", "max")])
     keep = pc.sort_indices(last.column("__pos_max"))
-    data = data.take(last.column("__pos_max").take(keep)).drop_columns(["__pos"])
+    return data.take(last.column("__pos_max").take(keep)).drop_columns(["__pos"])
+
+
+def _upsert_plan(
+    data: pa.Table, cfg: TableTopicConfig
+) -> tuple[pa.Table, BooleanExpression | None, int, pa.Table]:
+    """Dedupe by id in Kafka's order; the filter and the distinct non-null ids (one column
+    per id column) that find the ids' old rows.
+
+    Kafka orders records by offset within a partition only, so the last row of an id is
+    the one with the highest offset in its partition (timestamps are set by producers and
+    may go backwards). Across commits the later commit covers later offsets of every
+    partition, so replacing older rows gives the same answer however records were
+    batched. One id in several partitions has no Kafka order: each partition's last row
+    of it competes and the later ``_kafka_timestamp`` (then the higher partition) wins.
+    """
+    ids = list(cfg.id_columns)
+    missing = [c for c in ids if c not in data.column_names]
+    if missing:
+        raise TableTopicError(f"table.topic.id.columns {missing} are not columns of the table")
+    data = _last_per_key(data, [*ids, "_kafka_partition"], "_kafka_offset")
+    data = _last_per_key(data, ids, "_kafka_timestamp")
     ops = _op_column(data, cfg)
     keys = data.select(ids)
     for c in ids:

@@ -20,6 +20,7 @@ from table_topic.settings import TableTopicSettings
 
 __all__ = [
     "ConvertType",
+    "TableFormat",
     "ErrorsTolerance",
     "PartitionField",
     "TableTopicConfig",
@@ -44,6 +45,22 @@ class TransformType(StrEnum):
     NONE = "none"
     FLATTEN = "flatten"
     FLATTEN_DEBEZIUM = "flatten_debezium"
+
+
+class TableFormat(StrEnum):
+    """Which table formats a topic is written to (``table.topic.format``)."""
+
+    ICEBERG = "iceberg"
+    DELTA = "delta"
+    BOTH = "both"
+
+    @property
+    def iceberg(self) -> bool:
+        return self is not TableFormat.DELTA
+
+    @property
+    def delta(self) -> bool:
+        return self is not TableFormat.ICEBERG
 
 
 class ErrorsTolerance(StrEnum):
@@ -193,6 +210,13 @@ def table_topic_config_defs(settings: TableTopicSettings | None = None) -> list[
     conv = _one_of(ConvertType)
     return [
         d("table.topic.enable", "boolean", "false", "convert this topic into an Iceberg table"),
+        d(
+            "table.topic.format",
+            "string",
+            "iceberg",
+            "iceberg|delta|both: the table formats the topic is written to",
+            _one_of(TableFormat),
+        ),
         d(
             "table.topic.commit.interval.ms",
             "long",
@@ -344,6 +368,7 @@ class TableTopicConfig:
     expire_snapshots: bool
     expire_older_than_ms: int
     expire_retain_last: int
+    format: TableFormat = TableFormat.ICEBERG
 
     @classmethod
     def from_topic_config(cls, topic: str, cfg: TopicConfig) -> TableTopicConfig:
@@ -377,6 +402,7 @@ class TableTopicConfig:
             expire_snapshots=flag("expire.snapshots.enable", "true"),
             expire_older_than_ms=int(get("expire.snapshots.older.than.ms", "3600000")),
             expire_retain_last=int(get("expire.snapshots.retain.last", "1")),
+            format=TableFormat(get("format", "iceberg").strip().lower()),
         )
 
     @property

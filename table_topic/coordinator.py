@@ -7,6 +7,14 @@ commits all rows with the next offset of every partition in one Iceberg
 snapshot. Any failure (catalog down, commit conflict, fatal data error)
 discards what is pending, and the cycle restarts from the offsets in the table:
 the table and the offsets it records never disagree.
+
+The partitions are those this broker serves (``Topic.logs``): all of them on a
+single broker; in a cluster, those it leads, and every broker runs a coordinator
+that commits its own partitions (see ``commit.py``: per-partition
+compare-and-merge). When the set changes (a leader move, CreatePartitions), the
+pending rows of the partitions still served are committed, those of a partition
+that left are dropped uncommitted (its new leader converts them from the
+table's offset), and the cycle starts again from the table for the new set.
 """
 
 from __future__ import annotations
@@ -26,14 +34,16 @@ from pyiceberg.catalog import Catalog
 
 from ingest.log.manager import LogManager, Topic
 from ingest.protocol.records import BatchHeader, Record, decode_records
-from table_topic.commit import CommitResult, TableWriter
+from table_topic.commit import CommitResult
 from table_topic.config import ErrorsTolerance, TableTopicConfig
 from table_topic.convert.chunk import ConvertedChunk, DeadLetter, convert_batches
 from table_topic.convert.pool import ProcessConverter
 from table_topic.decode.resolver import SchemaResolver
+from table_topic.delta.location import DeltaLocation
 from table_topic.dlq import DeadLetterWriter
 from table_topic.errors import TableTopicError
 from table_topic.settings import TableTopicSettings
+from table_topic.sink import TableSink, open_sink
 from table_topic.status import TopicStatus
 from table_topic.worker import PartitionWorker
 
@@ -55,6 +65,8 @@ class CoordinatorDeps:
     # Paces table writes: awaited with the bytes a commit is about to write
     # (the broker's network rate limiter, table-write share), or None.
     throttle: Callable[[int], Awaitable[None]] | None = None
+    # Where Delta tables live (table.topic.format=delta|both); None: nowhere known.
+    delta: DeltaLocation | None = None
 
 
 class TopicCoordinator:
@@ -165,28 +177,43 @@ class TopicCoordinator:
 
     async def _cycle(self) -> None:
         s = self.deps.settings
-        writer = TableWriter(
+        writer = open_sink(
             self.deps.catalog,
             self.cfg,
             s.target_file_size_bytes,
             self._fault,
-            topic_id=str(self.topic.topic_id),
+            str(self.topic.topic_id),
+            self.topic.partition_count,
+            self.deps.delta,
         )
         log.debug("table topic %s: loading committed offsets", self.cfg.topic)
         committed = await self._blocking(writer.offsets) or {}
         log.debug("table topic %s: committed offsets %s", self.cfg.topic, committed)
+        await self._blocking(writer.ensure_table)  # the table shows before its first rows
         if await self._blocking(writer.apply_partition_spec):
             log.info("table topic %s: partition spec evolved", self.cfg.topic)
-        dlq = DeadLetterWriter(self.deps.logs, self.cfg.topic, self.cfg.dlq_topic)
+        dlq = DeadLetterWriter(
+            self.deps.logs,
+            self.cfg.topic,
+            self.cfg.dlq_topic,
+            # in a cluster, one DLQ partition per source partition: most brokers lead one
+            partitions=self.topic.partition_count if self.deps.logs.lazy else 1,
+        )
         await dlq.load()
+        served = self.topic.partitions  # the partitions this broker serves now
         offsets: dict[int, int] = {}
-        for plog in self.topic.partitions:
+        for plog in served:
             offsets[plog.partition] = max(committed.get(plog.partition, 0), plog.log_start_offset)
-        self.status.committed = dict(committed) or {p: 0 for p in offsets}
+        # where a partition the table has no offsets for starts: derived the same way
+        # on every start, so there is nothing to commit until it moves (no empty snapshot)
+        start = dict(offsets)
+        self.status.committed = {p: o for p, o in committed.items() if p in offsets} or {
+            p: 0 for p in offsets
+        }
         notify = asyncio.Event()
         queues: dict[int, asyncio.Queue[ConvertedChunk]] = {}
         workers: dict[int, PartitionWorker] = {}
-        for plog in self.topic.partitions:
+        for plog in served:
             q: asyncio.Queue[ConvertedChunk] = asyncio.Queue(_QUEUE_CHUNKS)
             queues[plog.partition] = q
             w = PartitionWorker(
@@ -210,6 +237,26 @@ class TopicCoordinator:
         while True:
             if self._stopping:
                 raise asyncio.CancelledError()
+            gone = {p for p, w in workers.items() if self.topic.logs.get(p) is not w.plog}
+            moved = bool(gone) or len(self.topic.logs) != len(workers)  # leaders, resizes
+            if moved:
+                last_commit = time.monotonic()
+                kept = [c for c in pending if c.partition not in gone]
+                for q_p, q in queues.items():
+                    while q_p not in gone and not q.empty():
+                        kept.append(q.get_nowait())
+                if any(c.records for c in kept):
+                    for c in kept:
+                        offsets[c.partition] = max(offsets[c.partition], c.next_offset)
+                    staying = {p: o for p, o in offsets.items() if p not in gone}
+                    await self._commit(writer, dlq, kept, staying)
+                if gone:
+                    log.info(
+                        "table topic %s: partitions %s are no longer served here",
+                        self.cfg.topic,
+                        sorted(gone),
+                    )
+                return  # the next cycle starts from the table for the partitions served now
             for t in self._workers:
                 if t.done() and not t.cancelled() and t.exception() is not None:
                     raise TableTopicError(f"partition worker failed: {t.exception()!r}")
@@ -221,22 +268,18 @@ class TopicCoordinator:
                     pending.append(c)
                     pending_rows += c.records
             fatal = any(c.fatal for c in pending)
-            resized = len(self.topic.partitions) != len(workers)  # CreatePartitions
-            due = resized or time.monotonic() - last_commit >= interval
+            due = time.monotonic() - last_commit >= interval
             if not (due or fatal or pending_rows >= s.max_rows_per_commit):
                 remaining = interval - (time.monotonic() - last_commit)
                 with suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(notify.wait(), max(remaining, 0.001))
+                    # wake at least every second to notice a leader move
+                    await asyncio.wait_for(notify.wait(), min(max(remaining, 0.001), 1.0))
                 continue
             last_commit = time.monotonic()
             for c in pending:
                 offsets[c.partition] = max(offsets[c.partition], c.next_offset)
-            if resized:
-                if any(c.records for c in pending):
-                    await self._commit(writer, dlq, pending, offsets)
-                return  # the next cycle starts a worker for every partition
             if any(c.records for c in pending) or any(
-                offsets[p] != committed.get(p) for p in offsets
+                offsets[p] != committed.get(p, start.get(p)) for p in offsets
             ):
                 await self._commit(writer, dlq, pending, offsets)
                 committed = dict(offsets)
@@ -261,7 +304,7 @@ class TopicCoordinator:
 
     async def _commit(
         self,
-        writer: TableWriter,
+        writer: TableSink,
         dlq: DeadLetterWriter,
         chunks: list[ConvertedChunk],
         offsets: dict[int, int],
@@ -300,14 +343,22 @@ class TopicCoordinator:
         self._fault("before_commit")
         if self.deps.throttle is not None and tables:
             await self.deps.throttle(sum(t.nbytes for t in tables))
+        commit_started = time.monotonic()
         result: CommitResult = await self._blocking(writer.commit, tables, dict(offsets))
         log.debug(
             "table topic %s: committed %d rows, offsets %s", self.cfg.topic, result.rows, offsets
         )
-        self.status.record_commit(result.rows, result.files, result.deleted, newest, offsets)
+        self.status.record_commit(
+            result.rows,
+            result.files,
+            result.deleted,
+            newest,
+            offsets,
+            seconds=time.monotonic() - commit_started,
+        )
         await self._maybe_expire(writer)
 
-    async def _maybe_expire(self, writer: TableWriter) -> None:
+    async def _maybe_expire(self, writer: TableSink) -> None:
         if self.cfg.expire_snapshots:
             await self._blocking(writer.expire_snapshots)
 
@@ -320,7 +371,9 @@ class TopicCoordinator:
             wanted.setdefault(p, set()).add(o)
         out: list[DeadLetter] = []
         for p, offsets in wanted.items():
-            plog = self.topic.partitions[p]
+            plog = self.topic.logs.get(p)
+            if plog is None:  # it moved to another broker: this commit cannot happen here
+                raise TableTopicError(f"partition {p} is no longer served here")
             for r in await _records_at(plog, offsets):
                 out.append(
                     DeadLetter(
@@ -340,7 +393,7 @@ class TopicCoordinator:
 async def _records_at(plog: Any, offsets: set[int]) -> list[Record]:
     lo, hi = min(offsets), max(offsets)
     out: list[Record] = []
-    async with aclosing(plog.scan(lo)) as scan:
+    async with aclosing(plog.scan(lo, committed_only=True)) as scan:
         async for view, h, _ in scan:
             if h.is_control or h.last_offset < lo:
                 continue

@@ -7,6 +7,15 @@ written (and acknowledged durable) BEFORE the table commit that moves past
 them; after a crash the same records are converted again, so the writer first
 reads the dead-letter topic once and skips source offsets already there:
 every bad record lands in the dead-letter topic exactly once.
+
+In a cluster a broker can append only to the partitions it leads. The
+dead-letter topic is created with one partition per source partition (so that
+most brokers lead one) and a broker writes its dead letters to the lowest one it
+leads. A broker that leads none keeps them pending: the commit that would move
+past them fails (reported in the table's status as ``last_error``) and is retried
+from the table's offsets until the broker leads a dead-letter partition; no
+record is dropped. A new leader reads only the dead-letter partitions it leads,
+so after a leader move a dead letter may be written a second time (at least once).
 """
 
 from __future__ import annotations
@@ -42,10 +51,12 @@ _MAX_BATCH_BYTES = 512 * 1024
 
 
 class DeadLetterWriter:
-    def __init__(self, logs: LogManager, topic: str, dlq_topic: str) -> None:
+    def __init__(self, logs: LogManager, topic: str, dlq_topic: str, partitions: int = 1) -> None:
+        """``partitions``: of the dead-letter topic, if this writer creates it."""
         self.logs = logs
         self.topic = topic
         self.dlq_topic = dlq_topic
+        self.partitions = max(1, partitions)
         self._written: dict[int, int] = {}  # source partition -> highest offset dead-lettered
         self.count = 0  # dead letters this writer appended
 
@@ -75,13 +86,18 @@ class DeadLetterWriter:
         t = self.logs.get(self.dlq_topic)
         if t is None:
             try:
-                await self.logs.create_topic(self.dlq_topic, 1, 1, {})
+                await self.logs.create_topic(self.dlq_topic, self.partitions, 1, {})
             except KafkaError as exc:
                 if exc.error_code != ErrorCode.topic_already_exists:
                     raise
             t = self.logs.get(self.dlq_topic)
-        if t is None or not t.partitions:
+        if t is None:
             raise TableTopicError(f"dead-letter topic {self.dlq_topic!r} is not available")
+        if not t.logs:
+            raise TableTopicError(
+                f"dead-letter topic {self.dlq_topic!r}: this broker leads none of its "
+                "partitions; the dead letters wait (the table does not move past them)"
+            )
         return t.partitions[0]
 
     async def write(self, letters: Sequence[DeadLetter]) -> int:

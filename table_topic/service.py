@@ -26,12 +26,16 @@ from table_topic.config import TableTopicConfig, register_table_topic_configs
 from table_topic.convert.pool import ProcessConverter
 from table_topic.coordinator import CoordinatorDeps, TopicCoordinator
 from table_topic.decode.resolver import RegistryLike, SchemaResolver
+from table_topic.delta.location import DeltaLocation
 from table_topic.settings import TableTopicSettings
 from table_topic.status import TopicStatus
 
 __all__ = ["TableTopicService", "TableTopicSettings", "register_table_topic_configs"]
 
 log = logging.getLogger(__name__)
+
+# How often a broker of a cluster compares topic configs with its coordinators.
+_CONFIG_CHECK_S = 2.0
 
 
 class TableTopicService(TopicListener):
@@ -69,8 +73,21 @@ class TableTopicService(TopicListener):
         if not self.settings.enabled:
             log.info("table topics are disabled (TIDELAKE_TABLE_TOPIC_ENABLED=false)")
             return
+        if self.settings.convert_processes > 0:
+            # decode and convert on every core: per-record Python work does
+            # not scale with threads (see table_topic.convert.pool)
+            self._converter = ProcessConverter(
+                self.settings.convert_processes, self.registry, self._executor
+            )
+            log.info(
+                "table topics convert in %d worker processes", self.settings.convert_processes
+            )
         for topic in list(self.logs.topics.values()):
             await self._reconcile(topic.name)
+        if self.logs.lazy:
+            watch = asyncio.get_running_loop().create_task(self._follow_configs())
+            self._tasks.add(watch)
+            watch.add_done_callback(self._tasks.discard)
         log.info("table topic service started (%d tables)", len(self._coordinators))
 
     async def stop(self) -> None:
@@ -104,6 +121,27 @@ class TableTopicService(TopicListener):
     def on_topic_config_changed(self, topic: Topic) -> None:
         self._schedule(topic.name)
 
+    async def _follow_configs(self) -> None:
+        """A broker of a cluster learns another broker's AlterConfigs from a refreshed
+        topic record, without a listener call: compare now and then."""
+        while self._started:
+            await asyncio.sleep(_CONFIG_CHECK_S)
+            for topic in list(self.logs.topics.values()):
+                try:
+                    cfg = (
+                        TableTopicConfig.from_topic_config(topic.name, topic.config)
+                        if topic.config is not None
+                        else None
+                    )
+                except (ValueError, KeyError):
+                    cfg = None  # _reconcile logs why, once
+                wanted = cfg is not None and cfg.enabled
+                running = self._coordinators.get(topic.name)
+                if wanted != (running is not None) or (
+                    running is not None and (running.cfg != cfg or running.topic is not topic)
+                ):
+                    self._schedule(topic.name)
+
     # ------------------------------------------------------------------ reconcile
     def _config_of(self, topic: Topic) -> TableTopicConfig | None:
         if topic.config is None:
@@ -136,6 +174,7 @@ class TableTopicService(TopicListener):
             if status is None or status.table != ".".join(cfg.identifier()):
                 status = TopicStatus(name, ".".join(cfg.identifier()))
                 self._statuses[name] = status
+            status.format = cfg.format.value
             deps = CoordinatorDeps(
                 self.settings,
                 self.logs,
@@ -144,11 +183,18 @@ class TableTopicService(TopicListener):
                 self._executor,
                 self._converter,
                 self.throttle,
+                self._delta_location(),
             )
             coordinator = TopicCoordinator(topic, cfg, deps, status)
             self._coordinators[name] = coordinator
             coordinator.start()
             log.info("table topic %s -> %s", name, ".".join(cfg.identifier()))
+
+    def _delta_location(self) -> DeltaLocation | None:
+        props = {k: str(v) for k, v in getattr(self.catalog, "properties", {}).items()}
+        return DeltaLocation.resolve(
+            self.settings.delta_location, self.settings.delta_storage_options, props
+        )
 
     # ------------------------------------------------------------------ status
     def status(self) -> list[dict[str, Any]]:
@@ -157,7 +203,8 @@ class TableTopicService(TopicListener):
         for name, st in sorted(self._statuses.items()):
             topic = self.logs.get(name)
             hws = (
-                {p.partition: p.high_watermark for p in topic.partitions}
+                # a table reads committed data only: its lag ends at the LSO
+                {p.partition: p.last_stable_offset for p in topic.partitions}
                 if topic is not None
                 else {}
             )

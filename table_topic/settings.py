@@ -31,6 +31,12 @@ class TableTopicSettings(BaseSettings):
     # scales with cores); 0: in the worker threads.
     convert_processes: int = Field(0, ge=0)
     retry_backoff_ms: int = Field(2000, ge=10)
+    # Delta tables (table.topic.format=delta|both): the root they live under
+    # (file:///..., s3://bucket/prefix; empty: ``<catalog warehouse>/delta``), and
+    # delta-rs storage options (AWS_ENDPOINT_URL, ...; empty: derived from the
+    # catalog's s3.* FileIO properties). A table is <root>/<namespace>/<table>.
+    delta_location: str = ""
+    delta_storage_options: dict[str, str] = Field(default_factory=dict)
     # Crash tests only: exit the process (as kill -9 would) at this point of the
     # N-th commit: "before_commit" (dead letters written, nothing committed),
     # "files_written" (data files written, catalog not updated), "after_commit".

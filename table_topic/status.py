@@ -30,13 +30,25 @@ class TopicStatus:
     last_error: str | None = None
     last_error_at: float | None = None
     offsets_skipped: int = 0
+    commit_seconds_sum: float = 0.0  # time spent in table commits (with commits: the mean)
+    last_commit_seconds: float | None = None
+    format: str = "iceberg"  # table.topic.format: iceberg | delta | both
     _rate: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=1000))
 
     def record_commit(
-        self, rows: int, files: int, deleted: int, newest_ts: int, offsets: dict[int, int]
+        self,
+        rows: int,
+        files: int,
+        deleted: int,
+        newest_ts: int,
+        offsets: dict[int, int],
+        seconds: float | None = None,
     ) -> None:
         now = time.time()
         self.commits += 1
+        if seconds is not None:
+            self.commit_seconds_sum += seconds
+            self.last_commit_seconds = seconds
         self.rows_committed += rows
         self.rows_deleted += deleted
         self.last_commit_at = now
@@ -68,6 +80,7 @@ class TopicStatus:
         return {
             "topic": self.topic,
             "table": self.table,
+            "format": self.format,
             "state": self.state,
             "lag": sum(lag.values()),
             "lag_by_partition": lag,
@@ -85,6 +98,10 @@ class TopicStatus:
             "last_commit_rows": self.last_commit_rows,
             "files_per_commit": (sum(files) / len(files)) if files else None,
             "last_commit_files": self.last_commit_files,
+            "commit_seconds_sum": round(self.commit_seconds_sum, 6),
+            "last_commit_seconds": (
+                round(self.last_commit_seconds, 6) if self.last_commit_seconds is not None else None
+            ),
             "dead_letters": self.dead_letters,
             "offsets_skipped": self.offsets_skipped,
             "last_error": self.last_error,

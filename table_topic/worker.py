@@ -4,6 +4,8 @@ Reads the partition log from the table's committed offset through
 ``PartitionLog.scan`` (the broker's own log cache; never a Kafka client), cuts
 chunks of at most ``max_rows``/``max_bytes``, converts each in the thread pool
 and queues it for the coordinator. The bounded queue is the back-pressure.
+Only committed data is read: the worker never passes the last stable offset,
+and aborted transactions' batches and transaction markers are skipped.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class PartitionWorker:
 
     async def _wait_for_data(self) -> None:
         fut = self.plog.wait_for_data()
-        if self.plog.high_watermark > self.position:
+        if self.plog.last_stable_offset > self.position:
             return
         with suppress(asyncio.TimeoutError):
             await asyncio.wait_for(fut, 1.0)
@@ -57,8 +59,12 @@ class PartitionWorker:
         batches: list[tuple[bytes, BatchHeader]] = []
         rows = nbytes = 0
         next_offset = self.position
-        async with aclosing(self.plog.scan(self.position)) as scan:  # type: ignore[type-var]
-            async for view, h, _end in scan:
+        # the LSO only grows: the scan (which reads it again) reaches at least this far
+        stable = self.plog.last_stable_offset
+        full = False
+        scan = self.plog.scan(self.position, committed_only=True)
+        async with aclosing(scan) as batches_seen:  # type: ignore[type-var]
+            async for view, h, _end in batches_seen:
                 if h.last_offset < self.position:
                     continue
                 data = bytes(view[h.position : h.position + h.size])
@@ -67,7 +73,10 @@ class PartitionWorker:
                 nbytes += h.size
                 next_offset = h.last_offset + 1
                 if rows >= self.max_rows or nbytes >= self.max_bytes:
+                    full = True
                     break
+        if not full:  # skipped markers and aborted batches up to the LSO are done with too
+            next_offset = max(next_offset, stable)
         return batches, next_offset
 
     async def run(self) -> None:
@@ -82,7 +91,7 @@ class PartitionWorker:
                 )
                 self.skipped += gap
                 self.position = self.plog.log_start_offset
-            if self.position >= self.plog.high_watermark:
+            if self.position >= self.plog.last_stable_offset:
                 await self._wait_for_data()
                 continue
             batches, next_offset = await self._read_chunk()

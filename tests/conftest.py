@@ -9,6 +9,9 @@ import pytest
 
 from tests.support.platform import TidelakeProcess
 
+# fixtures every tier may use
+pytest_plugins = ["tests.support.kafkajs"]
+
 
 def _spark_driver_class_path() -> None:
     """Every SparkSession in this test process shares one JVM, launched by the

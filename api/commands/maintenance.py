@@ -1,4 +1,8 @@
-"""``tidelake maintenance status|run|sync|submit-command``: keep Iceberg tables fast.
+"""``tidelake maintenance status|run|sync|submit-command``: keep Iceberg and Delta tables fast.
+
+Delta tables of table topics (``table.topic.format=delta|both``) are maintained
+with delta-rs, without Spark, under the same ``[policy]``: ``optimize``,
+``checkpoint`` and ``vacuum`` (see ``table_topic.delta.maintenance``).
 
 Reads the same settings as ``tidelake serve`` (``--config``, ``--data-dir``,
 ``TIDELAKE_*``) to find the catalog and warehouse. Maintenance's own settings come
@@ -12,7 +16,8 @@ given with ``--maintenance-config``::
     master = "spark://head:7077"
     [sync]
     interval_seconds = 30         # for ``sync --scheduled``
-    [[sync.targets]]              # catalog.config.CatalogSettings, plus "name"
+    [[sync.targets]]              # catalog.config.CatalogSettings, plus "name";
+                                  # only these keys (no TIDELAKE_CATALOG_* inherited)
     type = "glue"
     glue_region = "eu-west-1"
 """
@@ -37,6 +42,12 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "maintenance",
         help="compact, expire and clean Iceberg tables with Spark; mirror them into other catalogs",
+        description="Keep the platform's Iceberg tables fast: `status` shows each table's files, "
+        "deletes, manifests and snapshots and the jobs the policy plans; `run` runs them "
+        "through Spark (once, on a schedule, or --force); `sync` mirrors the tables into Glue, "
+        "a Hive Metastore or REST catalogs; `submit-command` prints a spark-submit command for "
+        "a cluster. The catalog is found as `tidelake serve` finds it (--config, --data-dir, "
+        "TIDELAKE_*); thresholds come from [policy] or TIDELAKE_MAINTENANCE_*.",
     )
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
     actions = parser.add_subparsers(dest="maintenance_command", metavar="ACTION")
@@ -58,7 +69,9 @@ def register(sub: Any) -> None:
     p_status = actions.add_parser(
         "status", help="per table: files, deletes, snapshots, planned jobs"
     )
-    p_status.add_argument("--table", action="append", help="ns.table (repeatable); default all")
+    p_status.add_argument(
+        "--table", action="append", help="ns.table (repeatable); default all; a missing one exits 1"
+    )
     common(p_status, spark=False)
     p_status.set_defaults(func=_status)
 
@@ -68,7 +81,8 @@ def register(sub: Any) -> None:
         "--job",
         action="append",
         help="only this job (repeatable): rewrite_data_files, rewrite_manifests, "
-        "rewrite_position_delete_files, expire_snapshots, remove_orphan_files",
+        "rewrite_position_delete_files, expire_snapshots, remove_orphan_files; for Delta "
+        "tables optimize, checkpoint, vacuum",
     )
     p_run.add_argument("--force", action="store_true", help="run the jobs whatever the policy says")
     p_run.add_argument(
@@ -79,7 +93,9 @@ def register(sub: Any) -> None:
         action="store_true",
         help="keep running every policy interval_seconds (TIDELAKE_MAINTENANCE_INTERVAL_SECONDS)",
     )
-    p_run.add_argument("--max-runs", type=int, help="with --every: stop after this many runs")
+    p_run.add_argument(
+        "--max-runs", type=int, help="with --every: stop after this many runs (default: no limit)"
+    )
     p_run.add_argument("--no-progress", action="store_true", help="no progress display")
     common(p_run, spark=True)
     p_run.set_defaults(func=_run)
@@ -93,7 +109,9 @@ def register(sub: Any) -> None:
     p_sync.add_argument(
         "--scheduled", action="store_true", help="keep syncing every [sync] interval_seconds"
     )
-    p_sync.add_argument("--max-runs", type=int, help="with --every: stop after this many runs")
+    p_sync.add_argument(
+        "--max-runs", type=int, help="with --every: stop after this many runs (default: no limit)"
+    )
     common(p_sync, spark=False)
     p_sync.set_defaults(func=_sync)
 
@@ -124,17 +142,13 @@ def _maintenance_file(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _env_over_file(cls: Any, section: dict[str, Any], key: str) -> Any:
-    from pydantic import ValidationError
+    from api.settings import load_section
+    from ingest.errors import ConfigError
 
     try:
-        env_only = cls()
-        data = dict(section)
-        for name in env_only.model_fields_set:
-            data[name] = getattr(env_only, name)
-        return cls(**data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise _fail(f"{key}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        return load_section(cls, key, section)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
 
 
 def _policy(args: argparse.Namespace) -> Any:
@@ -168,9 +182,13 @@ def _platform_catalog(args: argparse.Namespace) -> tuple[Any, Any]:
 def _status(args: argparse.Namespace) -> int:
     from spark.maintenance import maintenance_status
 
-    _, catalog = _platform_catalog(args)
-    statuses = maintenance_status(catalog, _policy(args), args.table)
+    settings, catalog = _platform_catalog(args)
+    policy = _policy(args)
+    statuses = maintenance_status(catalog, policy, args.table)
+    deltas = _delta_status(settings, catalog, policy, args.table)
     if args.json:
+        for d in deltas:
+            print(json.dumps(d.as_dict()))
         for s in statuses:
             print(
                 json.dumps(
@@ -182,7 +200,7 @@ def _status(args: argparse.Namespace) -> int:
                     }
                 )
             )
-        return 0
+        return 1 if any(s.error for s in statuses) else 0
     from rich.console import Console
     from rich.table import Table
 
@@ -205,7 +223,22 @@ def _status(args: argparse.Namespace) -> int:
             plan,
         )
     Console(width=160).print(table)
-    return 0
+    if deltas:
+        dtable = Table(title="Delta table maintenance")
+        for column in ("table", "data files", "small", "version", "checkpoint", "plan"):
+            dtable.add_column(column)
+        for d in deltas:
+            plan = "\n".join(f"{p['job']}: {p['reason']}" for p in d.planned) or "-"
+            checkpoint = "-" if d.last_checkpoint is None else str(d.last_checkpoint)
+            dtable.add_row(
+                d.table, str(d.files), str(d.small_files), str(d.version), checkpoint, plan
+            )
+        Console(width=160).print(dtable)
+    _explain_nothing_planned(statuses, policy)
+    for s in statuses:
+        if s.error:
+            print(f"tidelake: {s.table}: {s.error}", file=sys.stderr)
+    return 1 if any(s.error for s in statuses) else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -217,17 +250,22 @@ def _run(args: argparse.Namespace) -> int:
     spark_settings = _spark_settings(args)
     settings, catalog = _platform_catalog(args)
     every = args.every or (policy.interval_seconds if args.scheduled else None)
+    delta_failures = 0 if every else _run_delta(args, settings, catalog, policy)
     if not every and not args.force and not _anything_planned(catalog, policy, args):
-        from spark.maintenance import MaintenanceReport
+        from spark.maintenance import MaintenanceReport, maintenance_status
 
         _print_report(MaintenanceReport(), args.json)  # no need to start Spark
-        return 0
+        if not args.json:
+            _explain_nothing_planned(maintenance_status(catalog, policy, args.table), policy)
+        return 1 if delta_failures else 0
     session = _open_session(args, settings, spark_settings)
     name = spark_catalog_name(settings.catalog, spark_settings)
     failures = 0
 
     def once() -> None:
         nonlocal failures
+        if every:
+            failures += _run_delta(args, settings, catalog, policy)
         with _Progress(session, enabled=not args.no_progress and not args.json) as progress:
             report = run_maintenance(
                 session,
@@ -251,7 +289,92 @@ def _run(args: argparse.Namespace) -> int:
         pass
     finally:
         session.stop()
-    return 1 if failures else 0
+    return 1 if failures or delta_failures else 0
+
+
+def _delta_location(settings: Any, catalog: Any) -> Any:
+    from table_topic.delta.location import DeltaLocation
+
+    props = {k: str(v) for k, v in getattr(catalog, "properties", {}).items()}
+    tt = settings.table_topic
+    return DeltaLocation.resolve(tt.delta_location, tt.delta_storage_options, props)
+
+
+def _delta_status(settings: Any, catalog: Any, policy: Any, tables: Any) -> list[Any]:
+    from table_topic.delta.maintenance import describe_delta_table, list_delta_tables
+
+    location = _delta_location(settings, catalog)
+    if location is None:
+        return []
+    return [
+        describe_delta_table(location, name, uri, policy)
+        for name, uri in list_delta_tables(location)
+        if (not tables or name in tables) and policy.selects(name)
+    ]
+
+
+def _run_delta(args: argparse.Namespace, settings: Any, catalog: Any, policy: Any) -> int:
+    """Delta tables' jobs with delta-rs (no Spark); how many failed."""
+    from table_topic.delta.maintenance import run_delta_maintenance
+
+    location = _delta_location(settings, catalog)
+    if location is None:
+        return 0
+    results, errors = run_delta_maintenance(location, policy, args.table, args.job, args.force)
+    if args.json:
+        for r in results:
+            print(json.dumps(r.as_dict()))
+        for table, job, message in errors:
+            print(json.dumps({"table": table, "job": job, "error": message, "format": "delta"}))
+    elif results or errors:
+        from rich.console import Console
+        from rich.table import Table
+
+        out = Table(title="Delta maintenance run")
+        for column in ("table", "job", "result", "seconds"):
+            out.add_column(column)
+        for r in results:
+            metrics = ", ".join(f"{k}={v}" for k, v in r.metrics.items())
+            out.add_row(r.table, r.job, metrics or "-", f"{r.seconds:.1f}")
+        for table, job, message in errors:
+            out.add_row(table, job, f"[red]{message}", "")
+        Console(width=160).print(out)
+    return len(errors)
+
+
+def _explain_nothing_planned(statuses: Any, policy: Any) -> None:
+    """For each table the policy plans nothing for (or no compaction although it has
+    small files), its counts against the thresholds."""
+    explained = False
+    for s in statuses:
+        if s.stats is None:
+            continue
+        if not s.planned:
+            print(f"{s.table}: nothing planned: " + "; ".join(_thresholds(s.stats, policy)))
+        elif s.stats.small_files and "rewrite_data_files" not in {p.job for p in s.planned}:
+            print(f"{s.table}: no compaction: {_thresholds(s.stats, policy)[0]}")
+        else:
+            continue
+        explained = True
+    if explained:
+        print(
+            "The thresholds are [policy] keys (TIDELAKE_MAINTENANCE_*); "
+            "--force runs the jobs anyway."
+        )
+
+
+def _thresholds(stats: Any, policy: Any) -> list[str]:
+    """Why the policy plans nothing for a table: each job's threshold next to the
+    table's count."""
+    mib = policy.small_file_bytes() / (1024 * 1024)
+    return [
+        f"compaction at {policy.min_small_files} small files (< {mib:.0f} MiB, "
+        f"min_small_files), has {stats.small_files}",
+        f"delete rewrite at {policy.min_delete_files} delete files (min_delete_files), "
+        f"has {stats.delete_files}",
+        f"manifest rewrite above {policy.max_manifests} (max_manifests), has {stats.manifests}",
+        f"snapshot expiry above {policy.max_snapshots} (max_snapshots), has {stats.snapshots}",
+    ]
 
 
 def _anything_planned(catalog: Any, policy: Any, args: argparse.Namespace) -> bool:
@@ -266,11 +389,13 @@ def _anything_planned(catalog: Any, policy: Any, args: argparse.Namespace) -> bo
 
 
 def _open_session(args: argparse.Namespace, settings: Any, spark_settings: Any) -> Any:
+    from api.commands.sql import quiet_spark
     from spark.errors import SparkJobError
     from spark.session import create_spark_session
 
     try:
-        return create_spark_session(settings.catalog, spark_settings)
+        with quiet_spark(args.verbose, "starting Spark"):
+            return create_spark_session(settings.catalog, spark_settings)
     except SparkJobError as exc:
         print(f"tidelake: cannot start Spark: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -347,9 +472,8 @@ class _Progress:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from catalog.config import CatalogSettings
+    from api.settings import load_sync_targets
+    from ingest.errors import ConfigError
     from spark.schedule import run_every
     from spark.sync import sync_catalogs
 
@@ -357,16 +481,11 @@ def _sync(args: argparse.Namespace) -> int:
     targets_raw = sync_section.get("targets", [])
     if not targets_raw:
         raise _fail("no sync targets: add [[sync.targets]] to the --maintenance-config file")
-    targets: list[Any] = []
-    for index, raw in enumerate(targets_raw):
-        raw = dict(raw)
-        raw.setdefault("name", f"{raw.get('type', 'target')}-{index}")
-        try:
-            targets.append(CatalogSettings(**raw))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(map(str, err["loc"]))
-            raise _fail(f"sync.targets[{index}].{loc}: {err['msg']}") from None
+    # each target as its entry says: the platform's TIDELAKE_CATALOG_* are not inherited
+    try:
+        targets = load_sync_targets(targets_raw)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
     settings, source = _platform_catalog(args)
     failures = 0
 

@@ -13,17 +13,24 @@ __all__ = ["register"]
 _CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 
 
+def _url(args: argparse.Namespace) -> str:
+    """``--url``, else where the platform's settings (``--config``, ``--data-dir``,
+    ``TIDELAKE_REGISTRY_LISTEN``, ...) say the registry listens."""
+    from api.commands.serve import connect_address, settings_from_args
+
+    if not args.url:
+        args.url = f"http://{connect_address(settings_from_args(args).process.registry_listen)}"
+    return str(args.url)
+
+
 def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
     import httpx
 
+    url = _url(args)
     try:
-        response = httpx.request(
-            method, args.url.rstrip("/") + path, timeout=args.timeout, **kwargs
-        )
+        response = httpx.request(method, url.rstrip("/") + path, timeout=args.timeout, **kwargs)
     except httpx.HTTPError as exc:
-        raise SystemExit(
-            f"tidelake: cannot reach the schema registry at {args.url}: {exc}"
-        ) from None
+        raise SystemExit(f"tidelake: cannot reach the schema registry at {url}: {exc}") from None
     body = response.json() if response.content else None
     if response.status_code >= 400:
         message = body.get("message") if isinstance(body, dict) else response.text
@@ -96,32 +103,56 @@ def _register(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
+    from api.commands.serve import add_settings_arguments
+
     parser = subparsers.add_parser(
-        "schemas", help="list, show and register schemas in the schema registry"
+        "schemas",
+        help="list, show and register schemas in the schema registry",
+        description="Talk to Tidelake's schema registry (the Confluent REST API): list "
+        "subjects, show a version or a schema by id, register a schema file. The registry "
+        "is found as `tidelake serve` finds its address: --url, else registry_listen of "
+        "--config / --data-dir / TIDELAKE_REGISTRY_LISTEN (default 127.0.0.1:8081).",
     )
-    parser.add_argument("--url", default="http://127.0.0.1:8081", help="schema registry URL")
-    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument(
+        "--url",
+        help="schema registry URL (default: http://<registry_listen>, http://127.0.0.1:8081)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for a reply (default 10)"
+    )
+    add_settings_arguments(parser)
     sub = parser.add_subparsers(dest="schemas_command", metavar="ACTION")
     sub.required = True
 
     p = sub.add_parser("list", help="list subjects")
-    p.add_argument("--prefix", default="", help="only subjects starting with this")
+    p.add_argument("--prefix", default="", help="only subjects starting with this (default: all)")
     p.add_argument("--deleted", action="store_true", help="include soft-deleted subjects")
+    add_settings_arguments(p, again=True)
     p.set_defaults(func=_list)
 
     p = sub.add_parser("get", help="show a subject version or a schema by id")
-    p.add_argument("subject", nargs="?")
-    p.add_argument("--version", default="latest")
+    p.add_argument("subject", nargs="?", help="the subject (or give --id)")
+    p.add_argument(
+        "--version", default="latest", help="version number or 'latest' (default latest)"
+    )
     p.add_argument("--id", type=int, help="global schema id instead of a subject")
     p.add_argument("--schema-only", action="store_true", help="print only the schema text")
+    add_settings_arguments(p, again=True)
     p.set_defaults(func=_get)
 
     p = sub.add_parser("register", help="register a schema file under a subject")
-    p.add_argument("subject")
+    p.add_argument("subject", help="the subject, e.g. orders-value")
     p.add_argument("file", help="schema file (.avsc, .json, .proto) or - for stdin")
     p.add_argument(
-        "--type", choices=["AVRO", "JSON", "PROTOBUF"], help="default: from the file suffix"
+        "--type",
+        choices=["AVRO", "JSON", "PROTOBUF"],
+        help="default: from the file suffix (.proto PROTOBUF, .json JSON, else AVRO)",
     )
     p.add_argument("--ref", action="append", help="reference NAME=SUBJECT:VERSION (repeatable)")
-    p.add_argument("--normalize", action="store_true")
+    p.add_argument(
+        "--normalize",
+        action="store_true",
+        help="normalize the schema before looking it up or registering it",
+    )
+    add_settings_arguments(p, again=True)
     p.set_defaults(func=_register)

@@ -8,14 +8,26 @@ so it finds the same catalog and warehouse. Spark's own settings come from
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import csv
 import json
+import os
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
 
 from api.commands.serve import add_settings_arguments, settings_from_args
 
-__all__ = ["add_spark_arguments", "register", "spark_settings_from_args"]
+__all__ = [
+    "add_spark_arguments",
+    "progress",
+    "quiet_spark",
+    "register",
+    "spark_settings_from_args",
+]
 
 
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +45,63 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
         "--packages",
         help="Maven coordinates for spark.jars.packages (comma-separated; needs Maven access)",
     )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="show Spark's own output (NativeCodeLoader and other start-up warnings, "
+        "log-level banners); without it they go to a log file shown only on failure",
+    )
+
+
+@contextlib.contextmanager
+def progress(message: str, stream: TextIO | None = None) -> Iterator[None]:
+    """A spinner with ``message`` on stderr while the block runs, when stderr is a
+    terminal; nothing otherwise (pipes and logs stay clean)."""
+    out = stream if stream is not None else sys.stderr
+    if not out.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(file=out).status(message):
+        yield
+
+
+@contextlib.contextmanager
+def quiet_spark(verbose: bool, message: str) -> Iterator[None]:
+    """Start Spark inside this block: unless ``verbose``, the JVM's own output
+    (NativeCodeLoader, "Setting default log level" banners, log4j warnings) goes to
+    a temporary log file instead of the command's stderr; the file's tail is shown
+    if the block fails. The JVM keeps writing there until it exits."""
+    if verbose:
+        with progress(message):
+            yield
+        return
+    log = tempfile.NamedTemporaryFile(prefix="tidelake-spark-", suffix=".log", delete=False)
+    atexit.register(_remove, log.name)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)  # the JVM inherits fd 2 when it starts
+    log.close()
+    failed = True
+    try:
+        with os.fdopen(os.dup(saved), "w") as terminal, progress(message, terminal):
+            yield
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if failed:
+            tail = Path(log.name).read_text(errors="replace").splitlines()[-20:]
+            if tail:
+                print("Spark's output:\n" + "\n".join(tail), file=sys.stderr)
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def spark_settings_from_args(args: argparse.Namespace) -> Any:
@@ -69,8 +138,10 @@ def open_spark(args: argparse.Namespace) -> Any:
     from spark.session import create_spark_session
 
     settings = settings_from_args(args)
+    spark_settings = spark_settings_from_args(args)
     try:
-        return settings, create_spark_session(settings.catalog, spark_settings_from_args(args))
+        with quiet_spark(getattr(args, "verbose", False), "starting Spark"):
+            return settings, create_spark_session(settings.catalog, spark_settings)
     except SparkJobError as exc:
         print(f"tidelake: cannot start Spark: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -84,8 +155,15 @@ def register(sub: Any) -> None:
         "(its default catalog; tables are namespace.table) and print the result.",
     )
     p.add_argument("statement", help='the SQL statement, e.g. "SELECT count(*) FROM ns.t"')
-    p.add_argument("--limit", type=int, default=1000, help="print at most this many rows")
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument(
+        "--limit", type=int, default=1000, help="print at most this many rows (default 1000)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="table, JSON lines or CSV (default table)",
+    )
     add_spark_arguments(p)
     p.set_defaults(func=_sql)
 
@@ -96,7 +174,8 @@ def _sql(args: argparse.Namespace) -> int:
 
     _, session = open_spark(args)
     try:
-        result = run_query(session, args.statement, limit=args.limit)
+        with progress("running the query"):
+            result = run_query(session, args.statement, limit=args.limit)
     except SparkJobError as exc:
         print(f"tidelake: {exc}", file=sys.stderr)
         return 1

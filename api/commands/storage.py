@@ -14,7 +14,12 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("storage", help="inspect the stream storage (objects and WAL)")
+    p = sub.add_parser(
+        "storage",
+        help="inspect the stream storage (objects and WAL)",
+        description="Inspect the S3Stream storage: `inspect` lists the objects on the object "
+        "store with their streams and offset ranges and checks them against the metadata store.",
+    )
     ssub = p.add_subparsers(dest="storage_command", metavar="COMMAND")
     ssub.required = True
     i = ssub.add_parser(
@@ -47,7 +52,10 @@ def _inspect(args: argparse.Namespace) -> int:
             await store.close()
             metadata.close()
 
-    report = asyncio.run(run())
+    from api.commands.sql import progress
+
+    with progress("reading the objects in the object store"):
+        report = asyncio.run(run())
     if args.json:
         print(
             json.dumps(

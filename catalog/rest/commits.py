@@ -29,10 +29,16 @@ from pyiceberg.table.update import (
     update_table_metadata,
 )
 
-from catalog.rest.errors import IcebergHTTPError, UnsupportedOperationError
+from catalog.rest.errors import IcebergHTTPError, UnsupportedOperationError, client_input
 from catalog.rest.identifiers import check_namespace, check_table_name
 
-__all__ = ["TableChange", "commit_table_change", "commit_transaction", "parse_table_change"]
+__all__ = [
+    "TableChange",
+    "commit_table_change",
+    "commit_transaction",
+    "parse_table_change",
+    "supports_multi_table_commits",
+]
 
 _REQUIREMENTS: TypeAdapter[tuple[TableRequirement, ...]] = TypeAdapter(tuple[TableRequirement, ...])
 _UPDATES: TypeAdapter[tuple[TableUpdate, ...]] = TypeAdapter(tuple[TableUpdate, ...])
@@ -76,11 +82,10 @@ def parse_table_change(body: Any) -> TableChange:
     if request.identifier is not None:
         namespace = check_namespace(request.identifier.namespace)
         identifier = (*namespace, check_table_name(request.identifier.name))
-    return TableChange(
-        identifier,
-        _REQUIREMENTS.validate_python(request.requirements),
-        _UPDATES.validate_python(request.updates),
-    )
+    with client_input("CommitTableRequest"):
+        requirements = _REQUIREMENTS.validate_python(request.requirements)
+        updates = _UPDATES.validate_python(request.updates)
+    return TableChange(identifier, requirements, updates)
 
 
 def _placeholder(catalog: Catalog, identifier: tuple[str, ...]) -> StagedTable:
@@ -136,10 +141,20 @@ def commit_table_change(
     return catalog.commit_table(table, change.requirements, change.updates)
 
 
-# Multi-table commits on catalogs without a multi-row transaction are made
-# one table at a time after every change has been checked; one lock keeps two
-# such transactions of this process from interleaving.
+# One lock keeps two multi-table transactions of this process from interleaving
+# their checks and their database transaction.
 _TRANSACTION_LOCK = threading.Lock()
+
+
+def supports_multi_table_commits(catalog: Catalog) -> bool:
+    """Whether ``catalog`` can move several tables' pointers in one atomic step.
+
+    Only the SQL catalog (SQLite, PostgreSQL) can: one database transaction.
+    Glue, the Hive Metastore and other REST catalogs change one table per call,
+    so a multi-table commit over them would be visible half done and could not
+    be undone safely once another writer builds on a committed table.
+    """
+    return isinstance(catalog, SqlCatalog)
 
 
 def _load_for_transaction(catalog: Catalog, change: TableChange) -> Table:
@@ -165,12 +180,15 @@ def _dry_run(table: Table, change: TableChange) -> TableMetadata:
 
 
 def commit_transaction(catalog: Catalog, changes: Sequence[TableChange]) -> None:
-    """Commit every change or none (as far as the backing catalog allows).
+    """Commit every change or none, atomically.
 
     All requirements are checked and all updates applied in memory first, so a
-    stale or invalid change fails the whole request before anything is written.
-    On the SQL catalog the metadata pointers of all tables then move in one
-    database transaction; on other catalogs the tables are committed in order.
+    stale or invalid change fails the whole request before anything is written;
+    then the metadata pointers of all tables move in one database transaction.
+    Backing catalogs that cannot do that (see :func:`supports_multi_table_commits`)
+    refuse changes to more than one table with 406 ``UnsupportedOperationException``
+    and do not advertise the endpoint; a single table's change is one ordinary,
+    atomic commit on every catalog.
     """
     if not changes:
         raise IcebergHTTPError(400, "BadRequestException", "table-changes must not be empty")
@@ -185,14 +203,19 @@ def commit_transaction(catalog: Catalog, changes: Sequence[TableChange]) -> None
                 400, "BadRequestException", f"Table {'.'.join(change.identifier)} appears twice"
             )
         seen.add(change.identifier)
+    if len(changes) > 1 and not supports_multi_table_commits(catalog):
+        raise UnsupportedOperationError(
+            f"This catalog is backed by {type(catalog).__name__}, which cannot commit several "
+            "tables atomically; commit each table on its own"
+        )
     with _TRANSACTION_LOCK:
         tables = [_load_for_transaction(catalog, c) for c in changes]
         for table, change in zip(tables, changes, strict=True):
             _dry_run(table, change)
         if isinstance(catalog, SqlCatalog):
             commit_sql_transaction(catalog, tables, changes)
-            return
-        for table, change in zip(tables, changes, strict=True):
+        else:
+            (table,), (change,) = tables, changes
             catalog.commit_table(table, change.requirements, change.updates)
 
 

@@ -7,7 +7,8 @@ with the HTTP status the Iceberg REST OpenAPI spec gives for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pydantic
@@ -46,6 +47,7 @@ __all__ = [
     "IcebergErrorRoute",
     "IcebergHTTPError",
     "UnsupportedOperationError",
+    "client_input",
     "error_response",
     "to_error_response",
 ]
@@ -108,6 +110,21 @@ def error_response(code: int, type_: str, message: str) -> JSONResponse:
     return JSONResponse(
         status_code=code, content={"error": {"message": message, "type": type_, "code": code}}
     )
+
+
+@contextmanager
+def client_input(what: str) -> Iterator[None]:
+    """Parse client input inside this block: whatever it raises is a 400.
+
+    pydantic wraps ``ValueError`` from validators but lets ``TypeError``
+    through, and pyiceberg's model validators raise it for input they cannot
+    read (a default value for an unknown field type). While parsing a request
+    such an error is the client's, never the server's.
+    """
+    try:
+        yield
+    except (TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+        raise IcebergHTTPError(400, "BadRequestException", f"Invalid {what}: {exc}") from exc
 
 
 def _validation_message(exc: RequestValidationError | pydantic.ValidationError) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import secrets
-import threading
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -22,6 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import CreateTableRequest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
@@ -35,8 +34,15 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
-from catalog.rest.commits import commit_table_change, commit_transaction, parse_table_change
-from catalog.rest.errors import IcebergErrorRoute, IcebergHTTPError
+from catalog.repoint import repoint_sql_table
+from catalog.rest.auth import RestAuth
+from catalog.rest.commits import (
+    commit_table_change,
+    commit_transaction,
+    parse_table_change,
+    supports_multi_table_commits,
+)
+from catalog.rest.errors import IcebergErrorRoute, IcebergHTTPError, client_input
 from catalog.rest.idempotency import (
     IDEMPOTENCY_KEY_LIFETIME,
     IdempotencyStore,
@@ -46,8 +52,12 @@ from catalog.rest.identifiers import (
     check_namespace,
     check_table_name,
     decode_namespace,
+    double_encodes_parent,
     paginate,
+    path_names,
 )
+from catalog.rest.permissions import CatalogAccess, NamespaceGrants
+from catalog.rest.purge import drop_table as drop_table_files
 
 __all__ = ["CatalogProvider", "RestAuth", "create_rest_router"]
 
@@ -55,6 +65,17 @@ _log = logging.getLogger(__name__)
 
 CatalogProvider = Callable[[], Catalog]
 JsonBody = Annotated[dict[str, Any], Body()]
+
+
+def _path_names(request: Request) -> dict[str, str]:
+    route = request.scope.get("route")
+    template = getattr(route, "path", "")
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    return path_names(template, raw, request.path_params)
+
+
+# Namespace and table names from the raw path, decoded as Iceberg clients encode them.
+PathNames = Annotated[dict[str, str], Depends(_path_names)]
 
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces",
@@ -74,45 +95,11 @@ ENDPOINTS = (
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
 )
+# Advertised only over catalogs that can commit several tables atomically.
+_TRANSACTIONS = "POST /v1/{prefix}/transactions/commit"
 
 # FileIO settings a client needs to read and write the warehouse itself.
 _CLIENT_CONFIG_PREFIXES = ("s3.", "client.", "gcs.", "adls.", "py-io-impl")
-
-
-class RestAuth:
-    """Bearer-token guard for the service; no tokens and no clients means open.
-
-    ``tokens`` are accepted as they are; ``oauth2_clients`` (id -> secret) may
-    exchange their credentials for a token at ``POST /v1/oauth/tokens``.
-    """
-
-    def __init__(
-        self, tokens: Iterable[str] = (), oauth2_clients: dict[str, str] | None = None
-    ) -> None:
-        self._tokens = set(tokens)
-        self._clients = dict(oauth2_clients or {})
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._tokens or self._clients)
-
-    def issue(self, client_id: str, client_secret: str) -> str | None:
-        expected = self._clients.get(client_id)
-        if expected is None or not secrets.compare_digest(expected, client_secret):
-            return None
-        token = secrets.token_urlsafe(32)
-        with self._lock:
-            self._tokens.add(token)
-        return token
-
-    def accepts(self, authorization: str | None) -> bool:
-        if not self.enabled:
-            return True
-        if not authorization or not authorization.lower().startswith("bearer "):
-            return False
-        with self._lock:
-            return authorization[7:].strip() in self._tokens
 
 
 class _NamespaceRequest(BaseModel):
@@ -152,6 +139,16 @@ class _TransactionRequest(BaseModel):
 class _MetricsRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="allow")
     report_type: str = Field(alias="report-type")
+
+
+_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+
+def _oauth_error(status: int, error: str, description: str) -> JSONResponse:
+    """The spec's ``OAuthError`` body (RFC 6749 section 5.2)."""
+    return JSONResponse(
+        status_code=status, content={"error": error, "error_description": description}
+    )
 
 
 def _json(payload: str, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -195,19 +192,60 @@ def _check_metadata_file(catalog: Catalog, location: str) -> None:
         ) from exc
 
 
+async def _needed_access(request: Request) -> tuple[CatalogAccess, tuple[str, ...] | None]:
+    """What a catalog request needs: read or write, on which namespace (None:
+    none in particular; a write on None needs a grant over every namespace)."""
+    method = request.method.upper()
+    path = request.url.path
+    write = CatalogAccess.WRITE
+    access = CatalogAccess.READ if method in ("GET", "HEAD") else write
+    if path.endswith("/metrics") and method == "POST":
+        access = CatalogAccess.READ  # a scan report after a read
+    raw = request.path_params.get("namespace")
+    try:
+        if isinstance(raw, str) and raw:
+            return access, decode_namespace(raw)
+        if method == "POST" and path.rstrip("/").endswith("/namespaces"):
+            body = json.loads(await request.body() or b"{}")
+            levels = body.get("namespace") if isinstance(body, dict) else None
+            return write, check_namespace(levels if isinstance(levels, list) else [])
+        parent = request.query_params.get("parent")
+        if method == "GET" and parent:
+            return access, decode_namespace(
+                parent, levels_quoted=double_encodes_parent(request.headers.get("user-agent"))
+            )
+    except (ValueError, IcebergHTTPError):
+        pass  # a malformed name: checked on every namespace, refused unless granted all
+    return access, None
+
+
 def create_rest_router(
     catalog_provider: CatalogProvider,
     *,
     auth: RestAuth | None = None,
     warehouse: str | None = None,
+    permissions: NamespaceGrants | None = None,
 ) -> APIRouter:
     """The Iceberg REST catalog routes (``/v1/...``) over ``catalog_provider()``."""
     guard = auth or RestAuth()
+    grants = permissions or NamespaceGrants()
 
-    def authorize(authorization: str | None = Header(default=None)) -> None:
-        if not guard.accepts(authorization):
+    async def authorize(request: Request, authorization: str | None = Header(default=None)) -> None:
+        caller = guard.caller(authorization)
+        if caller is None:
             raise IcebergHTTPError(
                 401, "NotAuthorizedException", "Not authorized to make this request"
+            )
+        client = caller[0]
+        if client is None or not grants.enforced:
+            return
+        access, namespace = await _needed_access(request)
+        if not grants.allows(client, access, namespace):
+            where = ".".join(namespace) if namespace is not None else "every namespace"
+            raise IcebergHTTPError(
+                403,
+                "ForbiddenException",
+                f"Client {client} may not {access.name.lower()} {where}",
             )
 
     router = APIRouter(route_class=IcebergErrorRoute, tags=["Iceberg REST catalog"])
@@ -225,29 +263,29 @@ def create_rest_router(
 
     @router.post("/v1/oauth/tokens", include_in_schema=False)
     async def get_token(request: Request) -> Response:
-        form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
-        if form.get("grant_type") != "client_credentials":
-            return JSONResponse(
-                status_code=400,
-                content={
-                    "error": "unsupported_grant_type",
-                    "error_description": "Only client_credentials is supported",
-                },
-            )
-        token = guard.issue(form.get("client_id", ""), form.get("client_secret", ""))
-        if token is None:
-            return JSONResponse(
-                status_code=401,
-                content={
-                    "error": "invalid_client",
-                    "error_description": "Unknown client or wrong secret",
-                },
+        form = {
+            k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()
+        }
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            issued = guard.issue(form.get("client_id", ""), form.get("client_secret", ""))
+            if issued is None:
+                return _oauth_error(401, "invalid_client", "Unknown client or wrong secret")
+        elif grant == _TOKEN_EXCHANGE:
+            issued = guard.refresh(form.get("subject_token", ""))
+            if issued is None:
+                return _oauth_error(400, "invalid_grant", "The subject token is invalid or expired")
+        else:
+            return _oauth_error(
+                400,
+                "unsupported_grant_type",
+                "Only client_credentials and token exchange (refresh) are supported",
             )
         return JSONResponse(
             {
-                "access_token": token,
+                "access_token": issued.token,
                 "token_type": "bearer",
-                "expires_in": 3600,
+                "expires_in": issued.expires_in,
                 "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
             }
         )
@@ -267,7 +305,11 @@ def create_rest_router(
             {
                 "defaults": {},
                 "overrides": overrides,
-                "endpoints": list(ENDPOINTS),
+                "endpoints": [
+                    e
+                    for e in ENDPOINTS
+                    if e != _TRANSACTIONS or supports_multi_table_commits(catalog)
+                ],
                 "idempotency-key-lifetime": IDEMPOTENCY_KEY_LIFETIME,
             }
         )
@@ -279,9 +321,14 @@ def create_rest_router(
         parent: str | None = None,
         page_token: str | None = Query(default=None, alias="pageToken"),
         page_size: int | None = Query(default=None, alias="pageSize"),
+        user_agent: str | None = Header(default=None),
     ) -> Response:
         catalog = catalog_provider()
-        parent_ns: tuple[str, ...] = decode_namespace(parent, query=True) if parent else ()
+        parent_ns: tuple[str, ...] = (
+            decode_namespace(parent, levels_quoted=double_encodes_parent(user_agent))
+            if parent
+            else ()
+        )
         if parent_ns and not catalog.namespace_exists(parent_ns):
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(parent_ns)}")
         names = [_ident(n) for n in catalog.list_namespaces(parent_ns)]
@@ -299,14 +346,14 @@ def create_rest_router(
         return JSONResponse({"namespace": list(namespace), "properties": request.properties})
 
     @secured.get("/v1/namespaces/{namespace}")
-    def load_namespace(namespace: str) -> Response:
-        ns = decode_namespace(namespace)
+    def load_namespace(names: PathNames, namespace: str) -> Response:
+        ns = decode_namespace(names["namespace"])
         props = catalog_provider().load_namespace_properties(ns)
         return JSONResponse({"namespace": list(ns), "properties": dict(props)})
 
     @secured.head("/v1/namespaces/{namespace}", status_code=204)
-    def namespace_exists(namespace: str) -> Response:
-        ns = decode_namespace(namespace)
+    def namespace_exists(names: PathNames, namespace: str) -> Response:
+        ns = decode_namespace(names["namespace"])
         if not catalog_provider().namespace_exists(ns):
             raise IcebergHTTPError(
                 404, "NoSuchNamespaceException", f"Namespace does not exist: {'.'.join(ns)}"
@@ -314,8 +361,8 @@ def create_rest_router(
         return Response(status_code=204)
 
     @secured.delete("/v1/namespaces/{namespace}", status_code=204)
-    def drop_namespace(namespace: str) -> Response:
-        ns = decode_namespace(namespace)
+    def drop_namespace(names: PathNames, namespace: str) -> Response:
+        ns = decode_namespace(names["namespace"])
         catalog = catalog_provider()
         children = [tuple(c) for c in catalog.list_namespaces(ns)]
         if any(len(c) > len(ns) for c in children):
@@ -324,8 +371,10 @@ def create_rest_router(
         return Response(status_code=204)
 
     @secured.post("/v1/namespaces/{namespace}/properties")
-    def update_namespace_properties(namespace: str, payload: JsonBody) -> Response:
-        ns = decode_namespace(namespace)
+    def update_namespace_properties(
+        names: PathNames, namespace: str, payload: JsonBody
+    ) -> Response:
+        ns = decode_namespace(names["namespace"])
         request = _PropertiesRequest.model_validate(payload)
         overlap = set(request.removals) & set(request.updates)
         if overlap:
@@ -345,17 +394,18 @@ def create_rest_router(
 
     @secured.get("/v1/namespaces/{namespace}/tables")
     def list_tables(
+        names: PathNames,
         namespace: str,
         page_token: str | None = Query(default=None, alias="pageToken"),
         page_size: int | None = Query(default=None, alias="pageSize"),
     ) -> Response:
-        ns = decode_namespace(namespace)
+        ns = decode_namespace(names["namespace"])
         catalog = catalog_provider()
-        names = [_ident(t) for t in catalog.list_tables(ns)]
-        if not names and not catalog.namespace_exists(ns):
+        tables = [_ident(t) for t in catalog.list_tables(ns)]
+        if not tables and not catalog.namespace_exists(ns):
             # Some catalogs (Hive) list an unknown namespace as empty.
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(ns)}")
-        page = paginate(names, page_token, page_size)
+        page = paginate(tables, page_token, page_size)
         return JSONResponse(
             {
                 "identifiers": [{"namespace": list(t[:-1]), "name": t[-1]} for t in page.items],
@@ -364,11 +414,12 @@ def create_rest_router(
         )
 
     @secured.post("/v1/namespaces/{namespace}/tables")
-    def create_table(namespace: str, payload: JsonBody) -> Response:
-        ns = decode_namespace(namespace)
-        request = CreateTableRequest.model_validate(
-            {"location": None, "partition-spec": None, "write-order": None, **payload}
-        )
+    def create_table(names: PathNames, namespace: str, payload: JsonBody) -> Response:
+        ns = decode_namespace(names["namespace"])
+        with client_input("CreateTableRequest"):
+            request = CreateTableRequest.model_validate(
+                {"location": None, "partition-spec": None, "write-order": None, **payload}
+            )
         identifier = (*ns, check_table_name(request.name))
         catalog = catalog_provider()
         spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
@@ -399,25 +450,35 @@ def create_rest_router(
         return _json(_table_result(table.metadata, table.metadata_location, client_config(catalog)))
 
     @secured.post("/v1/namespaces/{namespace}/register")
-    def register_table(namespace: str, payload: JsonBody) -> Response:
-        ns = decode_namespace(namespace)
+    def register_table(names: PathNames, namespace: str, payload: JsonBody) -> Response:
+        ns = decode_namespace(names["namespace"])
         request = _RegisterRequest.model_validate(payload)
         identifier = (*ns, check_table_name(request.name))
         catalog = catalog_provider()
         _check_metadata_file(catalog, request.metadata_location)
-        table = catalog.register_table(
-            identifier, request.metadata_location, overwrite=request.overwrite
-        )
+        if request.overwrite and isinstance(catalog, SqlCatalog):
+            # pyiceberg's SQL catalog refuses overwrite; move the pointer in place
+            # (never drop and register: a reader would find no table meanwhile).
+            try:
+                repoint_sql_table(catalog, identifier, request.metadata_location)
+                table = catalog.load_table(identifier)
+            except NoSuchTableError:
+                table = catalog.register_table(identifier, request.metadata_location)
+        else:
+            table = catalog.register_table(
+                identifier, request.metadata_location, overwrite=request.overwrite
+            )
         return _json(_table_result(table.metadata, table.metadata_location, client_config(catalog)))
 
     @secured.get("/v1/namespaces/{namespace}/tables/{table}")
     def load_table(
+        names: PathNames,
         namespace: str,
         table: str,
         snapshots: str = Query(default="all", pattern="^(all|refs)$"),
         if_none_match: str | None = Header(default=None),
     ) -> Response:
-        identifier = (*decode_namespace(namespace), check_table_name(table))
+        identifier = (*decode_namespace(names["namespace"]), check_table_name(names["table"]))
         catalog = catalog_provider()
         loaded = catalog.load_table(identifier)
         etag = _etag(loaded.metadata_location, snapshots)
@@ -430,15 +491,15 @@ def create_rest_router(
         )
 
     @secured.head("/v1/namespaces/{namespace}/tables/{table}", status_code=204)
-    def table_exists(namespace: str, table: str) -> Response:
-        identifier = (*decode_namespace(namespace), check_table_name(table))
+    def table_exists(names: PathNames, namespace: str, table: str) -> Response:
+        identifier = (*decode_namespace(names["namespace"]), check_table_name(names["table"]))
         if not catalog_provider().table_exists(identifier):
             raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
         return Response(status_code=204)
 
     @secured.post("/v1/namespaces/{namespace}/tables/{table}")
-    def update_table(namespace: str, table: str, payload: JsonBody) -> Response:
-        identifier = (*decode_namespace(namespace), check_table_name(table))
+    def update_table(names: PathNames, namespace: str, table: str, payload: JsonBody) -> Response:
+        identifier = (*decode_namespace(names["namespace"]), check_table_name(names["table"]))
         change = parse_table_change(payload)
         response = commit_table_change(catalog_provider(), identifier, change)
         location = json.dumps(response.metadata_location)
@@ -448,21 +509,18 @@ def create_rest_router(
 
     @secured.delete("/v1/namespaces/{namespace}/tables/{table}", status_code=204)
     def drop_table(
+        names: PathNames,
         namespace: str,
         table: str,
         purge_requested: bool = Query(default=False, alias="purgeRequested"),
     ) -> Response:
-        identifier = (*decode_namespace(namespace), check_table_name(table))
-        catalog = catalog_provider()
-        if purge_requested:
-            catalog.purge_table(identifier)
-        else:
-            catalog.drop_table(identifier)
+        identifier = (*decode_namespace(names["namespace"]), check_table_name(names["table"]))
+        drop_table_files(catalog_provider(), identifier, purge=purge_requested)
         return Response(status_code=204)
 
     @secured.post("/v1/namespaces/{namespace}/tables/{table}/metrics", status_code=204)
-    def report_metrics(namespace: str, table: str, payload: JsonBody) -> Response:
-        identifier = (*decode_namespace(namespace), check_table_name(table))
+    def report_metrics(names: PathNames, namespace: str, table: str, payload: JsonBody) -> Response:
+        identifier = (*decode_namespace(names["namespace"]), check_table_name(names["table"]))
         report = _MetricsRequest.model_validate(payload)
         if not catalog_provider().table_exists(identifier):
             raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")

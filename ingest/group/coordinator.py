@@ -22,11 +22,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from ingest.group.group import Group
+from ingest.group.migration import can_upgrade, to_classic, to_consumer
 from ingest.group.timers import DeadlineTimer
 from ingest.group.types import (
     FetchOffsetsResult,
@@ -41,6 +43,10 @@ from ingest.group.types import (
     SyncGroupResult,
 )
 from ingest.metadata.api import CommittedOffset
+
+if TYPE_CHECKING:
+    from ingest.group.consumer.coordinator import ConsumerGroupCoordinator
+    from ingest.group.consumer.group import ConsumerGroup
 
 __all__ = ["GroupCoordinator", "OffsetStore"]
 
@@ -86,7 +92,48 @@ class GroupCoordinator:
         self._wall_clock = wall_clock
         self._groups: dict[str, Group] = {}
         self._timer = DeadlineTimer(clock, self._on_due, max_sleep=timer_max_sleep)
+        # the partitions of a group with offsets committed in open
+        # transactions (blocking: called in a worker thread)
+        self.unstable: Callable[[str], set[tuple[str, int]]] = lambda _group: set()
+        # a consumer group of the new protocol (KIP-848) with members has this id
+        self.other_protocol: Callable[[str], bool] = lambda _group: False
+        self._consumer: ConsumerGroupCoordinator | None = None
         self._closed = False
+
+    def attach(self, consumer: ConsumerGroupCoordinator) -> None:
+        """Work with the coordinator of the consumer group protocol (KIP-848):
+        classic requests for its groups go there, and groups convert between
+        the two as its ``migration_policy`` allows (online migration)."""
+        self._consumer = consumer
+        self.other_protocol = consumer.active
+        consumer.classic_active = self.has_members
+        consumer.upgrade = self._to_consumer
+        consumer.downgrade = self._to_classic
+
+    def _to_consumer(self, group_id: str) -> ConsumerGroup | None:
+        group = self._groups.get(group_id)
+        if group is None or self._consumer is None:
+            return None
+        if not can_upgrade(self._consumer.config.migration_policy, group):
+            return None
+        converted = to_consumer(group, self._consumer.config.session_timeout_ms, self._clock())
+        # waiting JoinGroup/SyncGroup calls rejoin, into the consumer group
+        group.fail_waiters(ErrorCode.rebalance_in_progress)
+        group.mark_dead()
+        del self._groups[group_id]
+        return converted
+
+    def _to_classic(self, consumer_group: ConsumerGroup) -> None:
+        group = to_classic(consumer_group, self._config, self._clock())
+        self._groups[group.group_id] = group
+        if self._active():
+            self._after(group)
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroupCoordinator | None:
+        """The consumer-protocol coordinator if it has this group (and we do not)."""
+        if group_id in self._groups or self._consumer is None:
+            return None
+        return self._consumer if group_id in self._consumer.groups else None
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -170,6 +217,24 @@ class GroupCoordinator:
             return JoinGroupResult.failed(ErrorCode.invalid_session_timeout, member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if (consumer := self._consumer_group(group_id)) is not None:
+            # a consumer group: a classic member joins it (online migration)
+            joined = consumer.join_classic(
+                group_id,
+                member_id=member_id,
+                instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocols=list(protocols),
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                client_id=client_id,
+                client_host=client_host,
+                require_known_member_id=require_known_member_id,
+            )
+            if joined is not None:
+                return joined
+        elif self._consumer is None and self.other_protocol(group_id):
+            return JoinGroupResult.failed(ErrorCode.inconsistent_group_protocol, member_id)
         group = self._groups.get(group_id)
         if group is None:
             if member_id:
@@ -208,6 +273,17 @@ class GroupCoordinator:
             return SyncGroupResult.failed(ErrorCode.coordinator_not_available)
         if not group_id:
             return SyncGroupResult.failed(ErrorCode.invalid_group_id)
+        if (consumer := self._consumer_group(group_id)) is not None:
+            synced = consumer.sync_classic(
+                group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+            )
+            if synced is not None:
+                return synced
         group = self._groups.get(group_id)
         if group is None:
             return SyncGroupResult.failed(ErrorCode.unknown_member_id)
@@ -232,6 +308,15 @@ class GroupCoordinator:
             return int(ErrorCode.coordinator_not_available)
         if not group_id:
             return int(ErrorCode.invalid_group_id)
+        if (consumer := self._consumer_group(group_id)) is not None:
+            beat = consumer.heartbeat_classic(
+                group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                instance_id=group_instance_id,
+            )
+            if beat is not None:
+                return beat
         group = self._groups.get(group_id)
         if group is None:
             return int(ErrorCode.unknown_member_id)
@@ -255,6 +340,10 @@ class GroupCoordinator:
             return LeaveGroupResult(int(ErrorCode.coordinator_not_available))
         if not group_id:
             return LeaveGroupResult(int(ErrorCode.invalid_group_id))
+        if (consumer := self._consumer_group(group_id)) is not None:
+            left = consumer.leave_classic(group_id, members)
+            if left is not None:
+                return LeaveGroupResult(_NONE, left)
         group = self._groups.get(group_id)
         if group is None:
             return LeaveGroupResult(
@@ -327,6 +416,75 @@ class GroupCoordinator:
         self._after(group)
         return results
 
+    async def store_offsets(
+        self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]
+    ) -> dict[tuple[str, int], int]:
+        """Store offsets whose committer was checked elsewhere (a member of
+        a consumer group of the new protocol): OffsetCommit's answers."""
+        if not self._active():
+            return {(t, p): int(ErrorCode.coordinator_not_available) for t, p, *_ in offsets}
+        results: dict[tuple[str, int], int] = {}
+        to_store: list[CommittedOffset] = []
+        commit_ms = int(self._wall_clock() * 1000)
+        limit = self._config.max_metadata_bytes
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if metadata is not None and len(metadata) > limit:
+                results[(topic, partition)] = int(ErrorCode.offset_metadata_too_large)
+                continue
+            results[(topic, partition)] = _NONE
+            to_store.append(
+                CommittedOffset(topic, partition, offset, leader_epoch, metadata, commit_ms)
+            )
+        if to_store:
+            try:
+                await self._io(self._store.commit_offsets, group_id, to_store)
+            except Exception:
+                _log.exception("storing offsets of group %r failed", group_id)
+                for o in to_store:
+                    results[(o.topic, o.partition)] = int(ErrorCode.coordinator_not_available)
+        return results
+
+    def has_members(self, group_id: str) -> bool:
+        """A classic group with members (or joining ones) has this id."""
+        group = self._groups.get(group_id)
+        return group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
+
+    # --- transactional offsets ---------------------------------------------------------
+    @property
+    def max_metadata_bytes(self) -> int:
+        return self._config.max_metadata_bytes
+
+    async def validate_generation(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """TxnOffsetCommit's check of the committer (KIP-447): none when it
+        names no generation or member, else OffsetCommit's."""
+        if not self._active():
+            return int(ErrorCode.coordinator_not_available)
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return _NONE
+        if (consumer := self._consumer_group(group_id)) is not None:
+            checked = consumer.validate_offsets(group_id, member_id, generation_id, api_version=9)
+            if checked is not None:
+                return int(checked)
+        group = self._groups.get(group_id)
+        if group is None:
+            return int(ErrorCode.illegal_generation)
+        async with group.lock:
+            code = group.validate_commit(generation_id, member_id, group_instance_id, self._clock())
+        self._after(group)
+        return code
+
+    async def commit_transactional_offsets(
+        self, group_id: str, offsets: Sequence[CommittedOffset]
+    ) -> None:
+        """Store offsets of a committed transaction (validated when they were
+        sent); raises when the store fails, so that the commit is retried."""
+        commit_ms = int(self._wall_clock() * 1000)
+        stamped = [replace(o, commit_ms=commit_ms) for o in offsets]
+        if stamped:
+            await self._io(self._store.commit_offsets, group_id, stamped)
+
     async def fetch_offsets(
         self,
         *,
@@ -337,10 +495,10 @@ class GroupCoordinator:
         """OffsetFetch. ``partitions=None`` returns every committed offset.
 
         An unknown group or partition gives offset -1, leader epoch -1, metadata
-        "" and no error, as Kafka does. ``require_stable`` has no effect: there
-        are no pending transactional offsets here.
+        "" and no error, as Kafka does. With ``require_stable``, a partition
+        with an offset committed in a still open transaction (``unstable``)
+        gets UNSTABLE_OFFSET_COMMIT (the client asks again).
         """
-        del require_stable
         if not self._active():
             return FetchOffsetsResult(int(ErrorCode.coordinator_not_available))
         if not group_id:
@@ -362,10 +520,17 @@ class GroupCoordinator:
                 ],
             )
         by_key = {(o.topic, o.partition): o for o in committed}
+        unstable = await self._io(self.unstable, group_id) if require_stable else set()
         out: list[OffsetFetchPartition] = []
         for topic, partition in partitions:
             o = by_key.get((topic, partition))
-            if o is None:
+            if (topic, partition) in unstable:
+                out.append(
+                    OffsetFetchPartition(
+                        topic, partition, -1, -1, "", int(ErrorCode.unstable_offset_commit)
+                    )
+                )
+            elif o is None:
                 out.append(OffsetFetchPartition(topic, partition, -1, -1, "", _NONE))
             else:
                 out.append(
@@ -391,6 +556,11 @@ class GroupCoordinator:
                 out.append(
                     GroupDescription(int(ErrorCode.invalid_group_id), group_id, "Dead", "", "")
                 )
+                continue
+            if self._consumer_group(group_id) is not None:
+                # a consumer group (KIP-848): ConsumerGroupDescribe describes
+                # it; DescribeGroups up to v5 answers as for no classic group
+                out.append(GroupDescription(_NONE, group_id, "Dead", "", ""))
                 continue
             group = self._groups.get(group_id)
             if group is not None:

@@ -102,6 +102,9 @@ class Group:
         self.wake_at = math.inf
         self.wake_dirty = False
         self.lock = asyncio.Lock()  # serialises offset store I/O for the group
+        # members that came from a consumer group (KIP-848 downgrade) -> the
+        # epoch they had there: their generation until the first rebalance ends
+        self.legacy_generations: dict[str, int] = {}
 
     # --- small helpers ---------------------------------------------------------
     def _note_deadline(self, deadline: float) -> None:
@@ -120,6 +123,30 @@ class Group:
 
     def has_members(self) -> bool:
         return bool(self.members)
+
+    def _generation_ok(self, member_id: str, generation_id: int) -> bool:
+        return (
+            generation_id == self.generation_id
+            or self.legacy_generations.get(member_id) == generation_id
+        )
+
+    def adopt(self, members: list[tuple[Member, int]], generation_id: int, now: float) -> None:
+        """Take the members of a consumer group that turns classic (KIP-848
+        downgrade), each with its epoch there; their assignments stand until
+        the rebalance started here gives them the leader's."""
+        self.generation_id = generation_id
+        for member, epoch in members:
+            self.members[member.member_id] = member
+            self._count_protocols(member, +1)
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
+            self.legacy_generations[member.member_id] = epoch
+            self._note_deadline(member.session_deadline)
+        self.protocol_type = members[0][0].protocol_type if members else None
+        self.leader_id = next(iter(self.members), None)
+        self.protocol_name = None
+        self.state = GroupState.STABLE
+        self._prepare_rebalance(now)
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -291,6 +318,7 @@ class Group:
             self._complete_join(now)
 
     def _complete_join(self, now: float) -> None:
+        self.legacy_generations.clear()
         for m in list(self.members.values()):
             if m.join_waiter is None:  # did not rejoin in time
                 self._remove_member(m)
@@ -521,7 +549,7 @@ class Group:
         member = self.members.get(member_id)
         if member is None:
             return int(ErrorCode.unknown_member_id)
-        if generation_id != self.generation_id:
+        if not self._generation_ok(member_id, generation_id):
             return int(ErrorCode.illegal_generation)
         if self.state is GroupState.EMPTY:
             return int(ErrorCode.unknown_member_id)
@@ -568,7 +596,7 @@ class Group:
             member = self.members.get(member_id)
             if member is None:
                 return int(ErrorCode.unknown_member_id)
-            if generation_id != self.generation_id:
+            if not self._generation_ok(member_id, generation_id):
                 return int(ErrorCode.illegal_generation)
             if self.state is GroupState.COMPLETING_REBALANCE:
                 return int(ErrorCode.rebalance_in_progress)

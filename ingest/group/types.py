@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "GroupConfig",
     "GroupState",
+    "MigrationPolicy",
     "JoinMember",
     "JoinGroupResult",
     "SyncGroupResult",
@@ -56,6 +57,23 @@ class GroupConfig(BaseModel):
                 "group_min_session_timeout_ms must not exceed group_max_session_timeout_ms"
             )
         return self
+
+
+class MigrationPolicy(StrEnum):
+    """Kafka's values of ``group.consumer.migration.policy``."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
 class GroupState(StrEnum):

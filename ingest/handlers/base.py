@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
+    from ingest.security.sasl import SecuritySession
 
 __all__ = ["RequestContext", "ApiSpec", "Handler"]
 
@@ -20,6 +22,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    session: SecuritySession | None = None  # the connection's security state
+    # the connection's lock that keeps its produce appends in arrival order
+    produce_order: asyncio.Lock | None = None
 
     def response(self, values: dict[str, Any]) -> Any:
         """Build this API's response entity, at the request's version."""
@@ -28,9 +33,10 @@ class RequestContext:
         return build(response_class(self.api_key, self.api_version), values)
 
 
-# A handler returns the response mapping (built into the versioned entity by
-# the dispatcher), or None when the request has no response (acks=0).
-Handler = Callable[[RequestContext, Any], Awaitable[dict[str, Any] | None]]
+# A handler takes the typed kio request of any version it serves and returns
+# a typed kio response entity (the dispatcher narrows it to the request's
+# version), or None when the request has no response (Produce acks=0).
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +47,6 @@ class ApiSpec:
     max_version: int
     handler: Handler
     no_response: Callable[[Any], bool] | None = None  # e.g. Produce with acks=0
+    # served between brokers only (Envelope): not advertised to clients in
+    # ApiVersions, as Kafka lists it only where brokers forward to each other
+    internal: bool = False

@@ -1,103 +1,304 @@
 """Produce (key 0): append record batches; acks 0, 1 and all.
 
-Every partition's append is issued synchronously, in request order, before
-the handler first awaits; the response waits until the appends are durable
-(fsync'd in the WAL) — for acks=1 as well as acks=all, since the WAL's group
-commit makes that cheap.
+Every partition's append is issued synchronously, in request order (a
+compressed batch is inflated and checked in a worker thread; its partition
+keeps the order of appends behind it, see :meth:`PartitionLog.submit`). What
+may wait before that (a quota's throttle; in a cluster, a partition moving to
+this broker) waits under the connection's ``produce_order`` lock, so that
+pipelined requests of one connection append in arrival order. The response waits until the appends are
+durable (fsync'd in the WAL), for acks=1 as well as acks=all since the WAL's
+group commit makes that cheap, but never longer than the request's timeout
+(acks=all; at least ``_MIN_WAIT_S``) or ``_NO_TIMEOUT_WAIT_S`` (acks 0 and
+1, whose timeout Kafka ignores): a partition still waiting then gets
+REQUEST_TIMED_OUT. Its append goes on; a retry of an idempotent batch finds it.
+
+The response's throttle time is the engine's ``backpressure_ms`` (above 0
+while object storage is degraded or uploads fall behind: the records are
+accepted and the client slows down), or more when an append was refused for
+backpressure.
+
+The response is built as a version 11 entity (every field any version has);
+the dispatcher narrows it to the version the client asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Union
 
+from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
+from kio.schema.produce.v11.response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
+
+from ingest.cluster.racks import PRODUCE, client_id_rack
 from ingest.handlers.base import RequestContext
+from ingest.handlers.txn_common import refusal
+from ingest.log.partition import AppendOutcome
 from ingest.protocol.errors import ErrorCode, error_class
+from ingest.protocol.records import BATCH_HEADER_SIZE, read_header
+from ingest.security import quota_enforce as quotas
+from ingest.security.acl import enforce as acl
+from ingest.zone_router import routed_produce
 
-__all__ = ["handle", "no_response"]
+__all__ = ["handle", "handle_direct", "no_response", "ProduceRequest"]
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+ProduceRequest = Union[  # noqa: UP007 - a runtime alias of every version we serve
+    v3.ProduceRequest,
+    v4.ProduceRequest,
+    v5.ProduceRequest,
+    v6.ProduceRequest,
+    v7.ProduceRequest,
+    v8.ProduceRequest,
+    v9.ProduceRequest,
+    v10.ProduceRequest,
+    v11.ProduceRequest,
+]
+
 _BACKPRESSURE_THROTTLE_MS = 1000
+_MIN_WAIT_S = 1.0  # an fsync'd append is the leader's own write: never time it out sooner
+MOVE_WAIT_S = 5.0  # how long a request waits for a partition moving between brokers
+_NO_TIMEOUT_WAIT_S = 30.0  # acks 0 and 1: Kafka's default request.timeout.ms
 
 
-def no_response(request: Any) -> bool:
+def no_response(request: ProduceRequest) -> bool:
     return int(request.acks) == 0
 
 
-async def handle(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+@dataclass(slots=True)
+class _Slot:
+    """One partition of the request: its pending or final outcome."""
+
+    index: int
+    outcome: AppendOutcome | asyncio.Future[AppendOutcome]
+    error_message: str | None = None
+
+    def final(self) -> AppendOutcome:
+        assert isinstance(self.outcome, AppendOutcome)
+        return self.outcome
+
+
+async def _settle_moves(ctx: RequestContext, request: ProduceRequest) -> None:
+    """Partitions of the request that this broker does not serve right now
+    may be moving to or from it: wait for that before any append is issued
+    (so appends still go out in request order), bounded by the request's
+    timeout and MOVE_WAIT_S."""
     logs = ctx.broker.logs
+    wait = min(MOVE_WAIT_S, max(0.0, request.timeout.total_seconds()))
+    missing = {
+        (t.name, int(p.index))
+        for t in request.topic_data
+        for p in t.partition_data
+        if logs.partition(t.name, int(p.index)) is None
+    }
+    if missing and wait > 0:
+        await asyncio.gather(*(ctx.broker.await_partition(n, i, wait) for n, i in missing))
+
+
+def _payload_bytes(request: ProduceRequest) -> int:
+    return sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+
+
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    ctx.broker.rack_traffic.add(client_id_rack(ctx.client_id), PRODUCE, _payload_bytes(request))
+    # A client of this broker's rack producing to partitions led elsewhere:
+    # their batches go to the leaders through object storage (zone router).
+    routing = routed_produce(ctx, request)
+    if routing is not None:
+        return await routing.run(handle_direct)
+    return await handle_direct(ctx, request)
+
+
+async def handle_direct(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    """Produce on this broker, never routed; also how a leader appends the
+    batches a broker of the client's rack routed to it."""
     acks = int(request.acks)
-    results: list[tuple[str, list[dict[str, Any]]]] = []
-    waits: list[tuple[dict[str, Any], Any]] = []
-    throttle_ms = 0
     upfront: tuple[ErrorCode, str] | None = None
     if acks not in (0, 1, -1):
         upfront = (ErrorCode.invalid_required_acks, f"acks must be 0, 1 or -1, got {acks}")
     elif request.transactional_id is not None:
-        upfront = (
-            ErrorCode.transactional_id_authorization_failed,
-            "transactions are not supported yet",
-        )
-    if upfront is not None:
-        for t in request.topic_data:
-            results.append((t.name, [_error(p.index, *upfront) for p in t.partition_data]))
-    for t in request.topic_data if upfront is None else ():
-        parts: list[dict[str, Any]] = []
-        for p in t.partition_data:
-            log = logs.partition(t.name, p.index)
-            if log is None:
-                parts.append(_error(p.index, ErrorCode.unknown_topic_or_partition, None))
-                continue
-            if p.records is None:
-                parts.append(_error(p.index, ErrorCode.invalid_record, "no records"))
-                continue
-            out = log.append(p.records)
-            entry: dict[str, Any] = {
-                "index": p.index,
-                "error_code": out.error,
-                "base_offset": out.base_offset,
-                "log_start_offset": out.log_start_offset,
-                "error_message": out.message,
-            }
-            if out.log_append_time >= 0:
-                entry["log_append_time"] = out.log_append_time
-            parts.append(entry)
-            if out.throttled:
-                throttle_ms = _BACKPRESSURE_THROTTLE_MS
-            if out.durable is not None:
-                waits.append((entry, out.durable))
-        results.append((t.name, parts))
+        refused = refusal(ctx, request.transactional_id)
+        if refused is not None:
+            upfront = (refused, "this broker cannot take the transaction's records")
+    # What may wait before the appends are issued (a quota's throttle; in a
+    # cluster, a partition moving here) waits under the connection's lock, so
+    # that pipelined requests still append in arrival order: a later request
+    # must not append later idempotent sequences while an earlier one waits.
+    if ctx.produce_order is not None:
+        async with ctx.produce_order:
+            quota_ms, results = await _admit_and_submit(ctx, request, upfront)
+    else:
+        quota_ms, results = await _admit_and_submit(ctx, request, upfront)
+    slots = [s for _, parts in results for s in parts]
+    if acks == -1:
+        wait_s = max(_MIN_WAIT_S, request.timeout.total_seconds())
+    else:
+        wait_s = _NO_TIMEOUT_WAIT_S
+    await _settle(slots, asyncio.get_running_loop().time() + wait_s)
     if acks == 0:
         # Nobody hears back; a failure is raised so that the dispatcher closes
         # the connection, which is how Kafka tells an acks=0 producer.
-        for _entry, durable in waits:
-            await durable
         for name, parts in results:
-            for part in parts:
-                if part["error_code"] != ErrorCode.none:
-                    raise error_class(part["error_code"])(
-                        f"acks=0 produce to {name}-{part['index']} failed: {part.get('error_message')}"
+            for slot in parts:
+                out = slot.final()
+                if out.error != ErrorCode.none:
+                    raise error_class(out.error)(
+                        f"acks=0 produce to {name}-{slot.index} failed: {out.message}"
                     )
         return None
-    if waits:
-        done = await asyncio.gather(*(w for _, w in waits), return_exceptions=True)
-        for (entry, _), res in zip(waits, done, strict=True):
-            if isinstance(res, BaseException):
-                entry["error_code"] = ErrorCode.kafka_storage_error
-                entry["error_message"] = f"append failed: {res}"
-                entry["base_offset"] = -1
-    return _response(results, throttle_ms)
+    throttle_ms = _BACKPRESSURE_THROTTLE_MS if any(s.final().throttled for s in slots) else 0
+    # Object storage degraded or uploads behind: the records are accepted,
+    # the client is asked to slow down before it is refused.
+    throttle_ms = max(throttle_ms, ctx.broker.engine.backpressure_ms)
+    throttle_ms = max(throttle_ms, quota_ms)
+    return ProduceResponse(
+        responses=tuple(
+            TopicProduceResponse(
+                name=TopicName(name), partition_responses=tuple(_response(s) for s in parts)
+            )
+            for name, parts in results
+        ),
+        throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms)),
+    )
 
 
-def _error(index: int, code: ErrorCode, message: str | None) -> dict[str, Any]:
-    return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
+def _not_in_transaction(
+    ctx: RequestContext, request: ProduceRequest, topic: str, index: int, records: bytes
+) -> tuple[ErrorCode, str] | None:
+    """A transactional producer may write only to partitions it added to its
+    open transaction (checked by the coordinator, KIP-890): a batch outside
+    one would hold the partition's last stable offset back forever."""
+    tid = request.transactional_id
+    if tid is None or len(records) < BATCH_HEADER_SIZE:
+        return None  # a short payload fails the partition's own checks
+    header = read_header(records)
+    if not header.is_transactional:
+        return None
+    code = ctx.broker.txns.produce_check(
+        tid, header.producer_id, header.producer_epoch, (topic, index)
+    )
+    if code == ErrorCode.none:
+        return None
+    if code == ErrorCode.invalid_producer_epoch:
+        why = (
+            f"epoch {header.producer_epoch} of producer {header.producer_id} is below the "
+            f"current epoch of transactional id {tid!r}: it was fenced"
+        )
+    elif code == ErrorCode.invalid_producer_id_mapping:
+        why = f"producer {header.producer_id} is not the producer of transactional id {tid!r}"
+    else:
+        why = f"partition {topic}-{index} is not in an open transaction of {tid!r}"
+    return code, why
 
 
-def _response(
-    results: list[tuple[str, list[dict[str, Any]]]], throttle_ms: int = 0
-) -> dict[str, Any]:
-    return {
-        "responses": [{"name": name, "partition_responses": parts} for name, parts in results],
-        "throttle_time": throttle_ms,
+async def _admit_and_submit(
+    ctx: RequestContext, request: ProduceRequest, upfront: tuple[ErrorCode, str] | None
+) -> tuple[int, list[tuple[str, list[_Slot]]]]:
+    quota_ms = await quotas.admit_produce(ctx, request)  # over its quota: waits first
+    if upfront is None and ctx.broker.cluster.clustered:
+        await _settle_moves(ctx, request)
+    return quota_ms, _submit(ctx, request, upfront)
+
+
+def _submit(
+    ctx: RequestContext, request: ProduceRequest, upfront: tuple[ErrorCode, str] | None
+) -> list[tuple[str, list[_Slot]]]:
+    """Issue every partition's append (synchronously, in request order)."""
+    logs = ctx.broker.logs
+    results: list[tuple[str, list[_Slot]]] = []
+    for t in request.topic_data:
+        parts: list[_Slot] = []
+        denied = upfront or acl.produce_denied(ctx, request.transactional_id, t.name)
+        for p in t.partition_data:
+            index = int(p.index)
+            if denied is not None:
+                parts.append(_failed(index, *denied))
+                continue
+            log = logs.partition(t.name, index)
+            if log is None:
+                parts.append(_failed(index, logs.partition_error(t.name, index), None))
+            elif p.records is None:
+                parts.append(_failed(index, ErrorCode.invalid_record, "no records"))
+            elif (why := _not_in_transaction(ctx, request, t.name, index, p.records)) is not None:
+                parts.append(_failed(index, *why))
+            else:
+                parts.append(_Slot(index, log.submit(p.records)))
+        results.append((t.name, parts))
+    return results
+
+
+async def _settle(slots: list[_Slot], deadline: float) -> None:
+    """Wait (until ``deadline``) for every append to be issued and durable;
+    leaves a final outcome in every slot. Nothing awaited here is cancelled,
+    by a timeout or by this handler's own cancellation."""
+    loop = asyncio.get_running_loop()
+    issued = [s.outcome for s in slots if isinstance(s.outcome, asyncio.Future)]
+    if issued:
+        await asyncio.wait(issued, timeout=max(0.0, deadline - loop.time()))
+    for s in slots:
+        if isinstance(s.outcome, asyncio.Future):
+            fut = s.outcome
+            s.outcome = fut.result() if fut.done() else _timed_out("its records are being checked")
+            if not fut.done():
+                fut.add_done_callback(_retrieve)
+    durables = {
+        id(s): s.final().durable
+        for s in slots
+        if s.final().error == ErrorCode.none and s.final().durable is not None
     }
+    if durables:
+        waits = [asyncio.ensure_future(d) for d in durables.values() if d is not None]
+        await asyncio.wait(waits, timeout=max(0.0, deadline - loop.time()))
+        by_slot = dict(zip(durables, waits, strict=True))
+        for s in slots:
+            durable = by_slot.get(id(s))
+            if durable is None:
+                continue
+            out = s.final()
+            if not durable.done():
+                durable.add_done_callback(_retrieve)
+                s.outcome = _timed_out("the append is not durable yet")
+            elif durable.cancelled() or durable.exception() is not None:
+                error = "cancelled" if durable.cancelled() else durable.exception()
+                s.outcome = AppendOutcome(
+                    ErrorCode.kafka_storage_error,
+                    log_start_offset=out.log_start_offset,
+                    message=f"append failed: {error}",
+                )
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a late outcome's exception as seen (the response already went out)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _timed_out(why: str) -> AppendOutcome:
+    return AppendOutcome(ErrorCode.request_timed_out, message=f"timed out: {why}")
+
+
+def _failed(index: int, code: ErrorCode, message: str | None) -> _Slot:
+    return _Slot(index, AppendOutcome(code, message=message))
+
+
+def _response(slot: _Slot) -> PartitionProduceResponse:
+    out = slot.final()
+    ok = out.error == ErrorCode.none
+    append_time = None
+    if ok and out.log_append_time >= 0:
+        append_time = datetime.datetime.fromtimestamp(out.log_append_time / 1000, datetime.UTC)
+    return PartitionProduceResponse(
+        index=i32(slot.index),
+        error_code=out.error,
+        base_offset=i64(out.base_offset if ok else -1),
+        log_append_time=append_time,  # type: ignore[arg-type]
+        log_start_offset=i64(out.log_start_offset),
+        record_errors=(),
+        error_message=out.message,
+    )

@@ -3,40 +3,159 @@
 Kafka offsets are stream offsets: a produced payload (one or more record
 batches) is appended as one stream batch whose count is the number of offsets
 it spans. This module checks and stamps batches (CRC, size, idempotence, base
-offset, LogAppendTime), serves reads bounded by the high watermark, answers
-offset look-ups and enforces retention.
+offset, LogAppendTime), serves reads bounded by the high watermark (or, for
+read_committed, the last stable offset), writes transaction markers, answers
+offset look-ups and enforces retention. The transaction state itself is in
+:mod:`ingest.log.txn_state`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
+import threading
 import time
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ingest.errors import StorageError
 from ingest.log.producer_state import ProducerStateTable
 from ingest.log.topic_config import TopicConfig
+from ingest.log.txn_checkpoints import TxnCheckpointWriter
+from ingest.log.txn_state import TxnCheckpointStore, TxnState
 from ingest.protocol.errors import ErrorCode, KafkaError, error_class
 from ingest.protocol.records import (
+    BATCH_HEADER_SIZE,
+    CONTROL_COMMIT,
     BatchHeader,
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordStats,
+    build_control_batch,
+    check_client_batch,
+    control_marker,
     decode_records,
+    decompress,
     patch_base_offset,
+    read_varint,
     set_log_append_time,
+    set_max_timestamp,
     split_batches,
     validate_records,
 )
 from ingest.s3stream.api import Stream
 from ingest.s3stream.errors import StreamBackpressureError
 
-__all__ = ["PartitionLog", "AppendOutcome", "ReadResult", "EARLIEST", "LATEST", "MAX_TIMESTAMP"]
+__all__ = [
+    "PartitionLog",
+    "AppendOutcome",
+    "ReadResult",
+    "EARLIEST",
+    "LATEST",
+    "MAX_TIMESTAMP",
+    "DEFAULT_MAX_INFLATED_BYTES",
+]
+
+log = logging.getLogger(__name__)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 _SCAN_CHUNK = 4 * 1024 * 1024
+DEFAULT_MAX_INFLATED_BYTES = 100 * 1024 * 1024
+"""How far a batch may inflate (or max.message.bytes, if larger): the broker's
+default ``socket.request.max.bytes``, as records that big could not have been
+sent uncompressed."""
+_LONG_MAX = (1 << 63) - 1
+_VALIDATOR_THREADS = 2
+_validator_pool: ThreadPoolExecutor | None = None
+_validator_lock = threading.Lock()
+
+
+def _validators() -> ThreadPoolExecutor:
+    """The worker threads that inflate and check compressed batches (shared,
+    created on first use; a few threads: a bomb occupies one, not the loop)."""
+    global _validator_pool
+    with _validator_lock:
+        if _validator_pool is None:
+            _validator_pool = ThreadPoolExecutor(_VALIDATOR_THREADS, "batch-check")
+        return _validator_pool
+
+
+@dataclass(slots=True)
+class _Prepared:
+    buf: bytearray
+    headers: list[BatchHeader]
+    config: TopicConfig
+    inflate_limit: int
+    require_keys: bool = False  # a compacted topic
+
+
+def _validate(prepared: _Prepared) -> list[RecordStats]:
+    """Walk every batch's records (inflating in bounded chunks); thread-safe."""
+    view = memoryview(prepared.buf)
+    try:
+        stats = [validate_records(view, h, prepared.inflate_limit) for h in prepared.headers]
+        if prepared.require_keys:
+            for h in prepared.headers:
+                if not h.is_control and _has_null_key(view, h):
+                    raise InvalidRecordError("Compacted topic cannot accept message without key")
+        return stats
+    finally:
+        view.release()
+
+
+def _has_null_key(view: memoryview, h: BatchHeader) -> bool:
+    """A record of the (already validated) batch has a null key: only each
+    record's length, attributes, deltas and key length are read."""
+    body = bytes(view[h.position + BATCH_HEADER_SIZE : h.position + h.size])
+    data = decompress(h.compression, body) if h.compression else body
+    pos = 0
+    try:
+        for _ in range(h.records_count):
+            length, pos = read_varint(data, pos)
+            end = pos + length
+            _ts, p = read_varint(data, pos + 1)  # after the attributes byte
+            _off, p = read_varint(data, p)
+            klen, _ = read_varint(data, p)
+            if klen < 0:
+                return True
+            pos = end
+    except IndexError as exc:
+        raise CorruptRecordError("record truncated") from exc
+    return False
+
+
+def _timestamp_error(cfg: TopicConfig, stats: list[RecordStats], now: int) -> str | None:
+    """message.timestamp.{before,after,difference}.max.ms, as Kafka checks them
+    for CreateTime topics (only when set below their unbounded default)."""
+    diff = cfg.get_int("message.timestamp.difference.max.ms")
+    before = min(diff, cfg.get_int("message.timestamp.before.max.ms"))
+    after = min(diff, cfg.get_int("message.timestamp.after.max.ms"))
+    if before >= _LONG_MAX and after >= _LONG_MAX:
+        return None
+    lo = min(s.min_timestamp for s in stats)
+    hi = max(s.max_timestamp for s in stats)
+    if now - lo > before:
+        return f"timestamp {lo} is more than {before} ms before the broker's time {now}"
+    if hi - now > after:
+        return f"timestamp {hi} is more than {after} ms after the broker's time {now}"
+    return None
+
+
+def _unshared(fut: asyncio.Future[int] | None, base_offset: int = -1) -> asyncio.Future[int]:
+    """A future that follows ``fut`` but whose cancellation leaves ``fut``
+    alone: the partition keeps ``fut`` for duplicate detection, and a produce
+    handler cancelled by its client's disconnect must not cancel it (a retry
+    would get the cancelled future back)."""
+    if fut is None:  # a batch known from before a restart: durable
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        done.set_result(base_offset)
+        return done
+    return asyncio.shield(fut)
 
 
 @dataclass(slots=True)
@@ -56,6 +175,7 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     records: bytes | None
+    last_stable_offset: int = -1
 
 
 class _BatchIndex:
@@ -91,6 +211,8 @@ class PartitionLog:
         config: Callable[[], TopicConfig],
         leader_epoch: int = 0,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+        txn_store: TxnCheckpointStore | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -99,10 +221,21 @@ class PartitionLog:
         self.leader_epoch = leader_epoch
         self._clock_ms = clock_ms
         self.producers = ProducerStateTable()
+        self.txn = TxnState()
+        self.txn_checkpoints = TxnCheckpointWriter(
+            txn_store,
+            stream.stream_id,
+            lambda: self.txn.checkpoint(self.high_watermark),
+            f"{topic}-{partition}",
+        )
         self._index: _BatchIndex | None = None
         self._index_lock = asyncio.Lock()
         self._appended: list[tuple[int, int, int, int]] = []  # before the index is built
         self._waiters: list[asyncio.Future[None]] = []
+        self._max_inflated_bytes = max_inflated_bytes
+        self._ordered: asyncio.Task[AppendOutcome] | None = None  # last append in the worker
+        self.appended_bytes = 0  # record batch bytes appended here (bytes/s in status)
+        self.fetched_bytes = 0  # record batch bytes read by fetches (the balancer's load)
 
     # --- offsets -------------------------------------------------------------
     @property
@@ -117,21 +250,98 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self.stream.next_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest ongoing transaction here, or the
+        high watermark when none is ongoing (never above it)."""
+        return self.txn.last_stable_offset(self.stream.confirm_offset)
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction whose
+        range meets [start, end), as a Fetch response lists them."""
+        return [(a.producer_id, a.first_offset) for a in self.txn.aborted_between(start, end)]
+
     # --- produce ---------------------------------------------------------------
     def append(self, records: bytes | memoryview) -> AppendOutcome:
-        """Validate, stamp and append a produce payload.
+        """Validate, stamp and append a produce payload, all inline.
 
         Runs synchronously up to the stream append, so appends from concurrent
-        requests keep their call order. Await ``outcome.durable`` before
-        acknowledging.
+        callers keep their call order. Await ``outcome.durable`` before
+        acknowledging. Compressed batches are inflated inline (bounded): the
+        broker's produce path uses :meth:`submit`, which does that off the
+        event loop.
         """
+        prepared = self._prepare(records)
+        if isinstance(prepared, AppendOutcome):
+            return prepared
+        try:
+            stats = _validate(prepared)
+        except KafkaError as exc:
+            return AppendOutcome(exc.error_code, message=str(exc))
+        return self._commit(prepared, stats)
+
+    def submit(self, records: bytes | memoryview) -> AppendOutcome | asyncio.Future[AppendOutcome]:
+        """Like :meth:`append`, but compressed batches are inflated and checked
+        in a worker thread: the outcome is then a future.
+
+        Appends still happen in the order ``submit`` was called: once one
+        partition has a batch in the worker, later ones wait behind it (their
+        own checks run meanwhile), so offsets and idempotent sequences keep
+        request order. The future is never cancelled by a cancelled caller.
+        """
+        prepared = self._prepare(records)
+        if isinstance(prepared, AppendOutcome):
+            return prepared
+        compressed = any(h.compression for h in prepared.headers)
+        if not compressed and self._ordered is None:
+            try:
+                return self._commit(prepared, _validate(prepared))
+            except KafkaError as exc:
+                return AppendOutcome(exc.error_code, message=str(exc))
+        loop = asyncio.get_running_loop()
+        checked: asyncio.Future[list[RecordStats]]
+        if compressed:
+            checked = loop.run_in_executor(_validators(), _validate, prepared)
+        else:
+            checked = loop.create_future()
+            try:
+                checked.set_result(_validate(prepared))
+            except KafkaError as exc:
+                checked.set_exception(exc)
+        task = loop.create_task(self._commit_in_order(self._ordered, checked, prepared))
+        self._ordered = task
+        task.add_done_callback(self._ordered_done)
+        return task
+
+    def _ordered_done(self, task: asyncio.Task[AppendOutcome]) -> None:
+        if self._ordered is task:
+            self._ordered = None
+
+    async def _commit_in_order(
+        self,
+        previous: asyncio.Task[AppendOutcome] | None,
+        checked: asyncio.Future[list[RecordStats]],
+        prepared: _Prepared,
+    ) -> AppendOutcome:
+        try:
+            stats = await checked
+        except KafkaError as exc:
+            return AppendOutcome(exc.error_code, message=str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug in a check must not hang the partition
+            log.exception("checking a batch for %s-%d failed", self.topic, self.partition)
+            return AppendOutcome(ErrorCode.unknown_server_error, message=str(exc))
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])
+        return self._commit(prepared, stats)
+
+    def _prepare(self, records: bytes | memoryview) -> _Prepared | AppendOutcome:
+        """The checks that need no decompression: framing, CRC, header fields, size."""
         cfg = self._config()
         buf = bytearray(records)
-        view = memoryview(buf)
         try:
-            headers = split_batches(view)
+            headers = split_batches(memoryview(buf))
             for h in headers:
-                validate_records(view, h)
+                check_client_batch(h)
         except KafkaError as exc:
             return AppendOutcome(exc.error_code, message=str(exc))
         limit = cfg.max_message_bytes
@@ -141,14 +351,16 @@ class PartitionLog:
                     ErrorCode.message_too_large,
                     message=f"record batch of {h.size} bytes exceeds max.message.bytes {limit}",
                 )
-            if h.is_control:
-                return AppendOutcome(
-                    ErrorCode.invalid_record, message="clients may not write control batches"
-                )
-            if h.is_transactional:
-                return AppendOutcome(
-                    ErrorCode.invalid_record, message="transactional batches are not supported yet"
-                )
+        return _Prepared(buf, headers, cfg, max(limit, self._max_inflated_bytes), cfg.compact)
+
+    def _commit(self, prepared: _Prepared, stats: list[RecordStats]) -> AppendOutcome:
+        """Stamp and append checked batches (synchronous up to the stream append)."""
+        cfg, buf, headers = prepared.config, prepared.buf, prepared.headers
+        now = self._clock_ms()
+        if not cfg.log_append_time:
+            error = _timestamp_error(cfg, stats, now)
+            if error is not None:
+                return AppendOutcome(ErrorCode.invalid_timestamp, message=error)
         first, last = headers[0], headers[-1]
         pid = first.producer_id
         if pid >= 0:
@@ -157,24 +369,36 @@ class PartitionLog:
             check = self.producers.check(pid, first.producer_epoch, first_seq, last_seq)
             if check.error != ErrorCode.none:
                 return AppendOutcome(check.error, log_start_offset=self.log_start_offset)
+            if not first.is_transactional and pid in self.txn.ongoing:
+                return AppendOutcome(
+                    ErrorCode.invalid_txn_state,
+                    log_start_offset=self.log_start_offset,
+                    message=f"producer {pid} has a transaction ongoing here",
+                )
             if check.duplicate_of is not None:
                 dup = check.duplicate_of
                 return AppendOutcome(
-                    ErrorCode.none, dup.base_offset, -1, self.log_start_offset, durable=dup.done
+                    ErrorCode.none,
+                    dup.base_offset,
+                    -1,
+                    self.log_start_offset,
+                    durable=_unshared(dup.done, dup.base_offset),
                 )
         base = self.stream.next_offset
         offset = base
-        now = self._clock_ms()
         append_time = -1
         max_ts = -1
-        for h in headers:
+        view = memoryview(buf)
+        for h, st in zip(headers, stats, strict=True):
             patch_base_offset(view, h.position, offset, self.leader_epoch)
             if cfg.log_append_time:
                 set_log_append_time(view, h, now)
                 append_time = now
                 max_ts = max(max_ts, now)
             else:
-                max_ts = max(max_ts, h.max_timestamp)
+                if st.max_timestamp != h.max_timestamp:
+                    set_max_timestamp(view, h, st.max_timestamp)  # as Kafka does
+                max_ts = max(max_ts, st.max_timestamp)
             offset += h.count
         count = offset - base
         del view
@@ -195,8 +419,62 @@ class PartitionLog:
             self.producers.record(
                 pid, first.producer_epoch, first.base_sequence, last.last_sequence, base, fut
             )
+            if first.is_transactional:
+                self.txn.on_transactional_batch(pid, base)
+                self.txn_checkpoints.seen = True
+                if self.txn_checkpoints.saved is None:  # a first checkpoint before any marker
+                    self.txn_checkpoints.save_soon()
         self._note_batch(base, offset, len(buf), max_ts)
-        return AppendOutcome(ErrorCode.none, base, append_time, self.log_start_offset, durable=fut)
+        self.appended_bytes += len(buf)
+        return AppendOutcome(
+            ErrorCode.none, base, append_time, self.log_start_offset, durable=_unshared(fut)
+        )
+
+    def write_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> AppendOutcome:
+        """Append a commit or abort marker for ``producer_id``'s transaction
+        (synchronous up to the stream append, like :meth:`append`; await
+        ``outcome.durable``). An epoch below the producer's known one is
+        INVALID_PRODUCER_EPOCH; a higher one becomes the known one, fencing
+        the older. The producer's ongoing transaction here ends (an abort is
+        indexed); without one, the marker is written all the same."""
+        known = self.producers.epoch_of(producer_id)
+        if known is not None and producer_epoch < known:
+            return AppendOutcome(
+                ErrorCode.invalid_producer_epoch,
+                log_start_offset=self.log_start_offset,
+                message=f"marker epoch {producer_epoch} is below the producer's {known}",
+            )
+        if self.txn.stale_coordinator(producer_id, coordinator_epoch):
+            return AppendOutcome(
+                ErrorCode.transaction_coordinator_fenced, log_start_offset=self.log_start_offset
+            )
+        now = self._clock_ms()
+        buf = bytearray(
+            build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        )
+        base = self.stream.next_offset
+        patch_base_offset(buf, 0, base, self.leader_epoch)
+        try:
+            durable = self.stream.append(memoryview(buf), 1)
+        except StreamBackpressureError as exc:
+            return AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc), throttled=True)
+        except StorageError as exc:
+            return AppendOutcome(
+                ErrorCode.kafka_storage_error, message=f"storage unavailable: {exc}"
+            )
+        fut = asyncio.ensure_future(durable)
+        fut.add_done_callback(self._wake_readers)
+        fut.add_done_callback(self._marker_durable)
+        self.producers.raise_epoch(producer_id, producer_epoch)
+        self.txn.on_marker(producer_id, commit, base, coordinator_epoch)
+        self.txn_checkpoints.seen = True
+        self._note_batch(base, base + 1, len(buf), now)
+        self.appended_bytes += len(buf)
+        return AppendOutcome(
+            ErrorCode.none, base, -1, self.log_start_offset, durable=_unshared(fut)
+        )
 
     def _note_batch(self, base: int, end: int, size: int, max_ts: int) -> None:
         if self._index is not None:
@@ -205,35 +483,71 @@ class PartitionLog:
             self._appended.append((base, end, size, max_ts))
 
     async def rebuild_producer_state(self, window: int = 10_000) -> int:
-        """Recover idempotent producers' recent batches from the log tail.
+        """Recover idempotent producers' recent batches and the transaction
+        state from the log tail.
 
-        Run once when a partition is opened after a restart, so that a
-        producer retrying a batch acknowledged just before the crash gets its
-        original offset back instead of a duplicate. Returns batches seen.
+        Run once when a partition is opened after a restart or a move, so
+        that a producer retrying a batch acknowledged just before the crash
+        gets its original offset back instead of a duplicate, and so that
+        transactions ongoing at the crash keep the last stable offset and
+        their later markers end the right range. The transaction state comes
+        from the partition's checkpoint plus a scan from its stable offset
+        (without a checkpoint: from the window, as a log that never had one
+        never had a transaction before it). Returns batches seen.
         """
+        checkpoint = await self.txn_checkpoints.load()
+        hw, log_start = self.high_watermark, self.log_start_offset
+        recent = max(log_start, hw - window)
+        txn_from = recent
+        if checkpoint is not None:
+            txn_from = max(log_start, min(checkpoint.stable_offset, hw))
+        self.txn = TxnState.restore(checkpoint)
+        self.txn.trim(log_start)
         seen = 0
-        async for _view, h, _ in self.scan(
-            max(self.log_start_offset, self.high_watermark - window)
-        ):
-            if h.producer_id >= 0:
-                done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-                done.set_result(h.base_offset)
-                if (
-                    self.producers.check(
-                        h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence
-                    ).error
-                    == ErrorCode.none
-                ):
-                    self.producers.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.last_sequence,
-                        h.base_offset,
-                        done,
-                    )
+        async for view, h, _ in self.scan(min(recent, txn_from)):
+            pid = h.producer_id
+            if pid >= 0 and h.is_transactional and h.base_offset >= txn_from:
+                self.txn_checkpoints.seen = True
+                if h.is_control:
+                    kind, coordinator = control_marker(view, h)
+                    self.txn.on_marker(pid, kind == CONTROL_COMMIT, h.base_offset, coordinator)
+                else:
+                    self.txn.on_transactional_batch(pid, h.base_offset)
+            if pid >= 0:
+                self._replay_producer(h)
             seen += 1
+        if checkpoint is None and (self.txn.ongoing or self.txn.aborted):
+            self.txn_checkpoints.save_soon()  # what the window found must not slide out
         return seen
+
+    def _replay_producer(self, h: BatchHeader) -> None:
+        if h.is_control:
+            self.producers.raise_epoch(h.producer_id, h.producer_epoch)
+            return
+        check = self.producers.check(
+            h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence
+        )
+        if check.error == ErrorCode.none:
+            done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            done.set_result(h.base_offset)
+            self.producers.record(
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.last_sequence,
+                h.base_offset,
+                done,
+            )
+
+    # --- transaction checkpoints ---------------------------------------------------
+    def _marker_durable(self, fut: asyncio.Future[int]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            self.txn_checkpoints.save_soon()
+
+    async def save_txn_checkpoint(self, *, min_progress: int = 0) -> bool:
+        """Write the transaction checkpoint now if it changed (see
+        :meth:`TxnCheckpointWriter.save`)."""
+        return await self.txn_checkpoints.save(min_progress=min_progress)
 
     # --- fetch -----------------------------------------------------------------
     def _wake_readers(self, _fut: object = None) -> None:
@@ -250,27 +564,46 @@ class PartitionLog:
         self._waiters.append(fut)
         return fut
 
-    async def read(self, offset: int, max_bytes: int) -> ReadResult:
+    async def read(self, offset: int, max_bytes: int, read_committed: bool = False) -> ReadResult:
+        """Record batches from ``offset``, up to the high watermark, or for
+        ``read_committed`` up to the last stable offset (batches as stored:
+        the consumer drops aborted ones using :meth:`aborted_transactions`)."""
         hw = self.high_watermark
+        lso = self.txn.last_stable_offset(hw)
         start = self.log_start_offset
         if offset < start or offset > hw:
-            return ReadResult(ErrorCode.offset_out_of_range, hw, start, None)
-        if offset == hw:
-            return ReadResult(ErrorCode.none, hw, start, b"")
-        batches = await self.stream.fetch(offset, hw, max(1, max_bytes))
+            return ReadResult(ErrorCode.offset_out_of_range, hw, start, None, lso)
+        end = lso if read_committed else hw
+        if offset >= end:
+            return ReadResult(ErrorCode.none, hw, start, b"", lso)
+        batches = await self.stream.fetch(offset, end, max(1, max_bytes))
+        if read_committed and batches and batches[-1].end_offset > end:
+            # the LSO is where an append began, so never inside a stream batch;
+            # should one span it anyway, its records past the LSO stay unread
+            batches = [b for b in batches if b.end_offset <= end]
         if not batches:
-            return ReadResult(ErrorCode.none, hw, start, b"")
+            return ReadResult(ErrorCode.none, hw, start, b"", lso)
         if len(batches) == 1:
             payload = batches[0].payload
             data = payload if isinstance(payload, bytes) else bytes(payload)
         else:
             data = b"".join(batches_payloads(batches))
-        return ReadResult(ErrorCode.none, hw, start, data)
+        self.fetched_bytes += len(data)
+        return ReadResult(ErrorCode.none, hw, start, data, lso)
 
-    async def scan(self, start: int) -> AsyncIterator[tuple[memoryview, BatchHeader, int]]:
-        """Yield (buffer, kafka batch header, stream batch end) from ``start`` to the high watermark."""
+    async def scan(
+        self, start: int, committed_only: bool = False
+    ) -> AsyncIterator[tuple[memoryview, BatchHeader, int]]:
+        """Yield (buffer, kafka batch header, stream batch end) from ``start``
+        to the high watermark; ``committed_only``: to the last stable offset,
+        without control batches and batches of aborted transactions."""
         offset = max(start, self.log_start_offset)
         hw = self.high_watermark
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        if committed_only:
+            hw = self.txn.last_stable_offset(hw)
+            for a in self.txn.aborted_between(offset, hw):
+                aborted.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
         while offset < hw:
             batches = await self.stream.fetch(offset, hw, _SCAN_CHUNK)
             if not batches:
@@ -278,6 +611,8 @@ class PartitionLog:
             for sb in batches:
                 view = memoryview(sb.payload)
                 for h in split_batches(view, verify_crc=False):
+                    if committed_only and h.is_transactional and _skipped(h, aborted):
+                        continue
                     yield view, h, sb.end_offset
                 offset = sb.end_offset
 
@@ -308,6 +643,42 @@ class PartitionLog:
             self._appended = []
             self._index = idx
             return idx
+
+    async def batch_index(self) -> list[tuple[int, int, int, int]]:
+        """(base offset, end offset, bytes, max timestamp) of every stream
+        batch from the log start to the high watermark (the log cleaner's
+        view of the partition)."""
+        idx = await self._ensure_index()
+        start, hw = self.log_start_offset, self.high_watermark
+        return [
+            (b, e, z, t)
+            for b, e, z, t in zip(idx.base, idx.end, idx.size, idx.max_ts, strict=True)
+            if e > start and e <= hw
+        ]
+
+    def rewritten(self, end: int, entries: list[tuple[int, int, int, int]]) -> None:
+        """The stream's batches below ``end`` were rewritten (log compaction)
+        into ``entries`` (as :meth:`batch_index` lists them): the batch index
+        takes them in place of its entries below ``end``."""
+        idx = self._index
+        if idx is None:
+            return  # built from the log on first use
+        start = self.log_start_offset
+        new = _BatchIndex()
+        for entry in entries:
+            if entry[1] > start:
+                new.add(*entry)
+        for b, e, z, t in zip(idx.base, idx.end, idx.size, idx.max_ts, strict=True):
+            if e > end:
+                new.add(b, e, z, t)
+        self._index = new
+
+    async def retained_bytes(self) -> int:
+        """Record batch bytes from the log start offset to the high watermark
+        (read-only; builds the batch index on first use, as retention does)."""
+        idx = await self._ensure_index()
+        start = self.log_start_offset
+        return sum(size for end, size in zip(idx.end, idx.size, strict=True) if end > start)
 
     # --- offsets by time ---------------------------------------------------------
     async def offset_for(self, timestamp: int) -> tuple[int, int]:
@@ -354,7 +725,13 @@ class PartitionLog:
 
     # --- trimming ------------------------------------------------------------------
     async def delete_records(self, before: int) -> int:
-        """DeleteRecords: move the log start to ``before`` (-1: the high watermark)."""
+        """DeleteRecords: move the log start to ``before`` (-1: the high watermark).
+        As Kafka, refused (POLICY_VIOLATION) unless cleanup.policy has delete."""
+        if not self._config().delete:
+            raise error_class(ErrorCode.policy_violation)(
+                f"Records of partition {self.topic}-{self.partition} can not be deleted "
+                "due to the configured policy"
+            )
         hw = self.high_watermark
         if before == -1:
             before = hw
@@ -366,12 +743,14 @@ class PartitionLog:
             await self.stream.trim(before)
             if self._index is not None:
                 self._index.drop_below(before)
+            if self.txn.trim(self.log_start_offset):
+                self.txn_checkpoints.save_soon()
         return self.log_start_offset
 
     async def enforce_retention(self) -> int:
         """Trim by retention.ms and retention.bytes; returns the new log start offset."""
         cfg = self._config()
-        if cfg.retention_ms < 0 and cfg.retention_bytes < 0:
+        if not cfg.delete or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
             return self.log_start_offset
         idx = await self._ensure_index()
         hw = self.high_watermark
@@ -394,7 +773,16 @@ class PartitionLog:
         if trim_to > self.log_start_offset:
             await self.stream.trim(trim_to)
             idx.drop_below(trim_to)
+            self.txn.trim(self.log_start_offset)
         return self.log_start_offset
+
+
+def _skipped(h: BatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """A control batch, or a batch of an aborted transaction."""
+    if h.is_control:
+        return True
+    ranges = aborted.get(h.producer_id)
+    return ranges is not None and any(lo <= h.base_offset <= hi for lo, hi in ranges)
 
 
 def batches_payloads(batches: list) -> list[bytes | memoryview]:  # type: ignore[type-arg]

@@ -85,5 +85,26 @@ class ProducerStateTable:
             self._producers[producer_id] = p
         p.batches.append(_BatchMeta(first_seq, last_seq, base_offset, done))
 
+    def epoch_of(self, producer_id: int) -> int | None:
+        """The producer's known epoch here (None when it is unknown)."""
+        p = self._producers.get(producer_id)
+        return None if p is None else p.epoch
+
+    def raise_epoch(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker of ``epoch`` was written: a higher epoch than
+        the known one becomes the producer's (its sequences start over), so
+        the older epoch is fenced from then on."""
+        p = self._producers.get(producer_id)
+        if p is None or epoch > p.epoch:
+            self._producers[producer_id] = _Producer(epoch)
+
+    def snapshot(self) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence or -1) of every producer known
+        here, for DescribeProducers."""
+        return [
+            (pid, p.epoch, p.batches[-1].last_seq if p.batches else -1)
+            for pid, p in sorted(self._producers.items())
+        ]
+
     def __len__(self) -> int:
         return len(self._producers)

@@ -74,11 +74,26 @@ def _one_of(*choices: str) -> Validator:
 
 
 def _cleanup_policy(value: str) -> None:
-    _one_of("delete", "compact")(value)
-    if "compact" in value:
+    """Kafka's ``ValidList.in("compact", "delete")``: a comma-separated list,
+    any order."""
+    items = [v.strip() for v in value.split(",")]
+    for item in items:
+        if item not in ("compact", "delete"):
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration cleanup.policy: "
+                "String must be one of: compact, delete"
+            )
+
+
+def _ratio(value: str) -> None:
+    if not 0.0 <= float(value) <= 1.0:
         raise InvalidConfigError(
-            "cleanup.policy=compact is not supported yet by Tidelake; use delete"
+            f"Invalid value {value} for configuration min.cleanable.dirty.ratio: "
+            "Value must be no more than 1 and at least 0"
         )
+
+
+_LONG_MAX = str((1 << 63) - 1)
 
 
 def kafka_topic_configs() -> list[ConfigDef]:
@@ -88,8 +103,29 @@ def kafka_topic_configs() -> list[ConfigDef]:
             "cleanup.policy",
             "list",
             "delete",
-            "delete (compact is not supported yet)",
+            "delete, compact or both (compact,delete): see the README's compacted topics",
             _cleanup_policy,
+        ),
+        ConfigDef(
+            "min.compaction.lag.ms",
+            "long",
+            "0",
+            "records younger than this are never compacted",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "max.compaction.lag.ms",
+            "long",
+            _LONG_MAX,
+            "a record older than this is compacted even below min.cleanable.dirty.ratio",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "min.cleanable.dirty.ratio",
+            "double",
+            "0.5",
+            "compact once this share of the partition's bytes is new since the last pass",
+            _ratio,
         ),
         ConfigDef(
             "retention.ms",
@@ -125,7 +161,13 @@ def kafka_topic_configs() -> list[ConfigDef]:
         ConfigDef(
             "segment.bytes", "int", "1073741824", "accepted for compatibility", _at_least(14)
         ),
-        ConfigDef("segment.ms", "long", "604800000", "accepted for compatibility", _at_least(1)),
+        ConfigDef(
+            "segment.ms",
+            "long",
+            "604800000",
+            "accepted (no segments: data is cleanable once it is in object storage)",
+            _at_least(1),
+        ),
         ConfigDef("min.insync.replicas", "int", "1", "accepted for compatibility", _at_least(1)),
         ConfigDef(
             "unclean.leader.election.enable", "boolean", "false", "accepted for compatibility"
@@ -152,7 +194,11 @@ def kafka_topic_configs() -> list[ConfigDef]:
             _at_least(0),
         ),
         ConfigDef(
-            "delete.retention.ms", "long", "86400000", "accepted for compatibility", _at_least(0)
+            "delete.retention.ms",
+            "long",
+            "86400000",
+            "how long compaction keeps a tombstone (and a transaction marker) it has seen",
+            _at_least(0),
         ),
         ConfigDef(
             "flush.messages",
@@ -205,6 +251,12 @@ class TopicConfigRegistry:
                 continue
             d.validate(value)
             out[key] = value
+        lo, hi = out.get("min.compaction.lag.ms"), out.get("max.compaction.lag.ms")
+        if lo is not None and hi is not None and int(lo) > int(hi):
+            raise InvalidConfigError(
+                f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+                f"max.compaction.lag.ms ({hi})"
+            )
         return out
 
     def resolved(self, overrides: Mapping[str, str]) -> TopicConfig:
@@ -243,6 +295,24 @@ class TopicConfig:
     @property
     def max_message_bytes(self) -> int:
         return self.get_int("max.message.bytes")
+
+    @property
+    def cleanup_policy(self) -> frozenset[str]:
+        return frozenset(v.strip() for v in (self.get("cleanup.policy") or "delete").split(","))
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds compact: the log cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy holds delete: retention.ms / retention.bytes apply."""
+        return "delete" in self.cleanup_policy
+
+    def get_float(self, name: str) -> float:
+        v = self.get(name)
+        return float(v) if v is not None else 0.0
 
     @property
     def log_append_time(self) -> bool:

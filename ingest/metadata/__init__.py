@@ -10,17 +10,20 @@ Open one with :func:`open_metadata_store`::
 from __future__ import annotations
 
 from ingest.metadata.api import (
+    AclRecord,
     CommittedOffset,
     MetadataStore,
     ObjectRange,
     ObjectRecord,
     PartitionRecord,
+    ScramCredentialRecord,
     StreamRecord,
     TopicRecord,
     Writer,
 )
 from ingest.metadata.errors import (
     MetadataError,
+    StreamNotOwnedError,
     TopicExistsError,
     UnknownStreamError,
     UnknownTopicError,
@@ -32,6 +35,7 @@ from ingest.metadata.postgres import PostgresMetadataStore
 from ingest.metadata.sqlite import SqliteMetadataStore
 
 __all__ = [
+    "AclRecord",
     "CommittedOffset",
     "MemoryMetadataStore",
     "MetadataError",
@@ -39,8 +43,10 @@ __all__ = [
     "ObjectRange",
     "ObjectRecord",
     "PartitionRecord",
+    "ScramCredentialRecord",
     "PostgresMetadataStore",
     "SqliteMetadataStore",
+    "StreamNotOwnedError",
     "StreamRecord",
     "TopicExistsError",
     "TopicRecord",

@@ -14,12 +14,16 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ingest.metadata.api import (
+    AbortedTxn,
+    AclRecord,
     CommittedOffset,
     ObjectRange,
     ObjectRecord,
     PartitionRecord,
+    ScramCredentialRecord,
     StreamRecord,
     TopicRecord,
+    TxnCheckpoint,
     Writer,
 )
 from ingest.metadata.errors import (
@@ -27,9 +31,16 @@ from ingest.metadata.errors import (
     UnknownStreamError,
     UnknownTopicError,
     ensure_current_epoch,
+    ensure_owner,
 )
 
 __all__ = ["Cursor", "SqlMetadataStore"]
+
+_STREAM_COLUMNS = "stream_id, start_offset, end_offset, deleted, owner, owner_epoch"
+_SCRAM_COLUMNS = "username, mechanism, salt, stored_key, server_key, iterations"
+_ACL_COLUMNS = "resource_type, resource_name, pattern_type, principal, host, operation, permission"
+_ACL_WHERE = " AND ".join(f"{c} = ?" for c in _ACL_COLUMNS.split(", "))
+_CHUNK = 500  # ids per IN (...) list
 
 
 class Cursor(Protocol):
@@ -163,29 +174,76 @@ class SqlMetadataStore(ABC):
         with self._tx() as cur:
             self._check_writer(cur, writer)
             sid = self._counter(cur, "stream_id")
-            cur.execute("INSERT INTO streams VALUES (?, 0, 0, 0)", (sid,))
+            cur.execute(
+                "INSERT INTO streams (stream_id, start_offset, end_offset, deleted) "
+                "VALUES (?, 0, 0, 0)",
+                (sid,),
+            )
             return sid
 
     @staticmethod
-    def _stream(row: tuple[int, int, int, int]) -> StreamRecord:
-        return StreamRecord(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
+    def _stream(row: Sequence[Any]) -> StreamRecord:
+        return StreamRecord(
+            int(row[0]), int(row[1]), int(row[2]), bool(row[3]), row[4], int(row[5])
+        )
 
     def get_stream(self, stream_id: int) -> StreamRecord | None:
         with self._tx() as cur:
-            cur.execute("SELECT * FROM streams WHERE stream_id = ?", (stream_id,))
+            cur.execute(f"SELECT {_STREAM_COLUMNS} FROM streams WHERE stream_id = ?", (stream_id,))
             row = cur.fetchone()
             return None if row is None else self._stream(row)
 
     def list_streams(self) -> list[StreamRecord]:
         with self._tx() as cur:
-            cur.execute("SELECT * FROM streams ORDER BY stream_id")
+            cur.execute(f"SELECT {_STREAM_COLUMNS} FROM streams ORDER BY stream_id")
             return [self._stream(r) for r in cur.fetchall()]
+
+    def _lock_streams(self, cur: Cursor, stream_ids: Iterable[int]) -> dict[int, tuple[int, Any]]:
+        """``{stream_id: (end_offset, owner)}`` of every stream, row-locked to the
+        end of the transaction in stream id order (PostgreSQL), so concurrent
+        commits and claims never deadlock; ``UnknownStreamError`` if one is
+        missing."""
+        ids = sorted(set(stream_ids))
+        found: dict[int, tuple[int, Any]] = {}
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            cur.execute(
+                f"SELECT stream_id, end_offset, owner FROM streams WHERE stream_id IN ({marks}) "
+                f"ORDER BY stream_id{self._for_update}",
+                chunk,
+            )
+            for r in cur.fetchall():
+                found[int(r[0])] = (int(r[1]), r[2])
+        for sid in ids:
+            if sid not in found:
+                raise UnknownStreamError(f"unknown stream {sid}")
+        return found
+
+    def claim_streams(self, stream_ids: Sequence[int], *, writer: Writer) -> dict[int, int]:
+        with self._tx() as cur:
+            self._check_writer(cur, writer)
+            claimed: dict[int, int] = {}
+            for sid in sorted(set(stream_ids)):  # one lock order for every claimer
+                cur.execute(
+                    "UPDATE streams SET owner = ?, owner_epoch = owner_epoch + 1 "
+                    "WHERE stream_id = ? AND deleted = 0 RETURNING owner_epoch",
+                    (writer[0], sid),
+                )
+                row = cur.fetchone()
+                if row is None:
+                    raise UnknownStreamError(f"unknown or deleted stream {sid}")
+                claimed[sid] = int(row[0])
+            return claimed
 
     def trim_stream(
         self, stream_id: int, start_offset: int, *, writer: Writer | None = None
     ) -> None:
         with self._tx() as cur:
             self._check_writer(cur, writer)
+            if writer is not None:
+                _, owner = self._lock_streams(cur, [stream_id])[stream_id]
+                ensure_owner(stream_id, owner, writer[0])
             cur.execute(
                 f"UPDATE streams SET start_offset = {self._greatest}(start_offset, ?) WHERE stream_id = ?",
                 (start_offset, stream_id),
@@ -242,9 +300,21 @@ class SqlMetadataStore(ABC):
     ) -> None:
         with self._tx() as cur:
             self._check_writer(cur, writer)
+            if writer is not None:
+                self._check_owners(cur, objs, writer[0])
             for obj in objs:
                 self._insert_object(cur, obj)
             self._delete_objects(cur, compacted)
+
+    def _check_owners(self, cur: Cursor, objs: Sequence[ObjectRecord], name: str) -> None:
+        """Raise ``StreamNotOwnedError`` if a range adds offsets to a stream
+        owned by another writer than ``name`` (ends as of before this commit)."""
+        streams = self._lock_streams(cur, (r.stream_id for o in objs for r in o.ranges))
+        for obj in objs:
+            for r in obj.ranges:
+                end, owner = streams[r.stream_id]
+                if r.end_offset > end:
+                    ensure_owner(r.stream_id, owner, name)
 
     def _insert_object(self, cur: Cursor, obj: ObjectRecord) -> None:
         for r in obj.ranges:
@@ -287,8 +357,8 @@ class SqlMetadataStore(ABC):
 
     def _load_objects(self, cur: Cursor, object_ids: list[int]) -> dict[int, ObjectRecord]:
         out: dict[int, ObjectRecord] = {}
-        for i in range(0, len(object_ids), 500):
-            chunk = object_ids[i : i + 500]
+        for i in range(0, len(object_ids), _CHUNK):
+            chunk = object_ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             cur.execute(
                 "SELECT object_id, stream_id, start_offset, end_offset, position, length "
@@ -391,6 +461,31 @@ class SqlMetadataStore(ABC):
         with self._tx() as cur:
             return self._counter(cur, "producer_id")
 
+    # --- partitions' transaction checkpoints (aborted ranges as JSON) -------------
+    def get_txn_checkpoint(self, stream_id: int) -> TxnCheckpoint | None:
+        with self._tx() as cur:
+            cur.execute(
+                "SELECT stable_offset, aborted FROM txn_checkpoints WHERE stream_id = ?",
+                (stream_id,),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            aborted = tuple(AbortedTxn(int(p), int(f), int(m)) for p, f, m in json.loads(row[1]))
+            return TxnCheckpoint(int(row[0]), aborted)
+
+    def put_txn_checkpoint(self, stream_id: int, checkpoint: TxnCheckpoint) -> None:
+        aborted = json.dumps(
+            [[a.producer_id, a.first_offset, a.last_offset] for a in checkpoint.aborted]
+        )
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO txn_checkpoints(stream_id, stable_offset, aborted) VALUES (?, ?, ?) "
+                "ON CONFLICT (stream_id) DO UPDATE SET stable_offset = excluded.stable_offset, "
+                "aborted = excluded.aborted",
+                (stream_id, checkpoint.stable_offset, aborted),
+            )
+
     def get_kv(self, key: str) -> str | None:
         with self._tx() as cur:
             cur.execute("SELECT value FROM kv WHERE key = ?", (key,))
@@ -404,3 +499,129 @@ class SqlMetadataStore(ABC):
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def list_kv(self, prefix: str) -> dict[str, str]:
+        # LIKE with the prefix's wildcards escaped (a range would depend on the
+        # database's collation); SQLite's LIKE ignores case, so filter again.
+        pattern = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+        with self._tx() as cur:
+            cur.execute("SELECT key, value FROM kv WHERE key LIKE ? ESCAPE '!'", (pattern,))
+            return {str(k): str(v) for k, v in cur.fetchall() if str(k).startswith(prefix)}
+
+    def delete_kv(self, key: str) -> None:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+    # --- SASL/SCRAM credentials (binary values as hex, alike in both dialects) ---
+    def put_scram_credential(self, record: ScramCredentialRecord) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO scram_credentials"
+                "(username, mechanism, salt, stored_key, server_key, iterations) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (username, mechanism) DO UPDATE SET "
+                "salt = excluded.salt, stored_key = excluded.stored_key, "
+                "server_key = excluded.server_key, iterations = excluded.iterations",
+                (
+                    record.user,
+                    record.mechanism,
+                    record.salt.hex(),
+                    record.stored_key.hex(),
+                    record.server_key.hex(),
+                    record.iterations,
+                ),
+            )
+
+    def get_scram_credential(self, user: str, mechanism: str) -> ScramCredentialRecord | None:
+        with self._tx() as cur:
+            cur.execute(
+                f"SELECT {_SCRAM_COLUMNS} FROM scram_credentials "
+                "WHERE username = ? AND mechanism = ?",
+                (user, mechanism),
+            )
+            row = cur.fetchone()
+            return None if row is None else _scram_record(row)
+
+    def delete_scram_credentials(self, user: str, mechanism: str | None = None) -> bool:
+        with self._tx() as cur:
+            if mechanism is None:
+                cur.execute("DELETE FROM scram_credentials WHERE username = ?", (user,))
+            else:
+                cur.execute(
+                    "DELETE FROM scram_credentials WHERE username = ? AND mechanism = ?",
+                    (user, mechanism),
+                )
+            return cur.rowcount > 0
+
+    def list_scram_credentials(self, user: str | None = None) -> list[ScramCredentialRecord]:
+        with self._tx() as cur:
+            if user is None:
+                cur.execute(
+                    f"SELECT {_SCRAM_COLUMNS} FROM scram_credentials ORDER BY username, mechanism"
+                )
+            else:
+                cur.execute(
+                    f"SELECT {_SCRAM_COLUMNS} FROM scram_credentials WHERE username = ? "
+                    "ORDER BY mechanism",
+                    (user,),
+                )
+            return [_scram_record(r) for r in cur.fetchall()]
+
+    # --- ACL bindings (the acl_version counter moves with every change) ----------
+    def put_acl(self, record: AclRecord) -> bool:
+        with self._tx() as cur:
+            cur.execute(
+                f"INSERT INTO acls({_ACL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                _acl_row(record),
+            )
+            added = cur.rowcount > 0
+            if added:
+                self._counter(cur, "acl_version")
+            return added
+
+    def delete_acl(self, record: AclRecord) -> bool:
+        with self._tx() as cur:
+            cur.execute(f"DELETE FROM acls WHERE {_ACL_WHERE}", _acl_row(record))
+            removed = cur.rowcount > 0
+            if removed:
+                self._counter(cur, "acl_version")
+            return removed
+
+    def list_acls(self) -> list[AclRecord]:
+        with self._tx() as cur:
+            cur.execute(f"SELECT {_ACL_COLUMNS} FROM acls ORDER BY {_ACL_COLUMNS}")
+            return [
+                AclRecord(
+                    int(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), int(r[5]), int(r[6])
+                )
+                for r in cur.fetchall()
+            ]
+
+    def acl_version(self) -> int:
+        with self._tx() as cur:
+            cur.execute("SELECT value FROM counters WHERE name = 'acl_version'")
+            row = cur.fetchone()
+            return 0 if row is None else int(row[0])
+
+
+def _acl_row(r: AclRecord) -> tuple[int, str, int, str, str, int, int]:
+    return (
+        r.resource_type,
+        r.resource_name,
+        r.pattern_type,
+        r.principal,
+        r.host,
+        r.operation,
+        r.permission_type,
+    )
+
+
+def _scram_record(row: Sequence[Any]) -> ScramCredentialRecord:
+    return ScramCredentialRecord(
+        str(row[0]),
+        str(row[1]),
+        bytes.fromhex(row[2]),
+        bytes.fromhex(row[3]),
+        bytes.fromhex(row[4]),
+        int(row[5]),
+    )

@@ -15,6 +15,15 @@ changes stream data. Each such call checks, in its own transaction, that the
 epoch is still the name's current one and otherwise raises
 ``WriterFencedError`` having changed nothing; so once a successor's claim
 has returned, nothing of the old writer is committed any more.
+
+Stream owners fence per stream, between writers of different names (the
+brokers of a cluster): ``claim_streams`` makes a writer the owner of streams
+(a partition moved to its broker). From then on a commit with a writer that
+would *add* offsets to a stream owned by another writer, and a trim by a
+non-owner, raise ``StreamNotOwnedError`` having changed nothing; rewriting
+offsets the stream already has (compaction) needs no ownership. A stream
+nobody claimed (``owner`` is ``None``, as every stream of a single broker) is
+open to every writer.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ __all__ = [
     "CommittedOffset",
     "MetadataStore",
     "Writer",
+    "AbortedTxn",
+    "TxnCheckpoint",
 ]
 
 Writer = tuple[str, int]
@@ -61,6 +72,8 @@ class StreamRecord:
     start_offset: int
     end_offset: int  # end of the data committed to objects (exclusive)
     deleted: bool = False
+    owner: str | None = None  # the writer name that last claimed it (claim_streams)
+    owner_epoch: int = 0  # grows by one with every claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +105,53 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str | None
     commit_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialRecord:
+    """One user's SCRAM credential for one mechanism: salted, iterated keys,
+    never the password (RFC 5802)."""
+
+    user: str
+    mechanism: str  # SCRAM-SHA-256 | SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class AclRecord:
+    """One ACL binding as stored: Kafka's wire codes for the enums."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction in one partition: its producer, its first
+    offset there and the offset of its abort marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCheckpoint:
+    """A partition's transaction state as of ``stable_offset``: every
+    transaction starting below it has ended (its marker is durable), and
+    ``aborted`` lists those that aborted (above the log start). A reopened
+    partition rebuilds the rest by scanning its log from ``stable_offset``."""
+
+    stable_offset: int
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 class MetadataStore(Protocol):
@@ -128,10 +188,14 @@ class MetadataStore(Protocol):
     def trim_stream(
         self, stream_id: int, start_offset: int, *, writer: Writer | None = None
     ) -> None:
-        """Raise the stream's start offset to ``start_offset`` (never lowers it)."""
+        """Raise the stream's start offset to ``start_offset`` (never lowers it).
+
+        With ``writer``, the stream's owner must be ``None`` or the writer's
+        name, else ``StreamNotOwnedError``."""
 
     def delete_stream(self, stream_id: int, *, writer: Writer | None = None) -> None:
-        """Mark the stream deleted; its objects become garbage."""
+        """Mark the stream deleted; its objects become garbage. Any writer may
+        delete a stream, whoever owns it (any broker deletes a topic)."""
 
     def next_object_id(self) -> int: ...
 
@@ -140,6 +204,14 @@ class MetadataStore(Protocol):
         name's epoch by one and return it (the first claim returns 1). Two
         claims, from any processes sharing the store, never get the same
         epoch; every earlier epoch of ``name`` is fenced from then on."""
+
+    def claim_streams(self, stream_ids: Sequence[int], *, writer: Writer) -> dict[int, int]:
+        """Make ``writer``'s name the owner of every stream of ``stream_ids``,
+        in one transaction: check the writer's epoch (``WriterFencedError``),
+        then raise each stream's ``owner_epoch`` by one. Returns
+        ``{stream_id: new owner_epoch}``. Raises ``UnknownStreamError`` (and
+        claims nothing) if a stream is unknown or deleted. Once this returned,
+        the previous owner's commits that add to these streams are refused."""
 
     def commit_object(
         self, obj: ObjectRecord, compacted: Iterable[int] = (), *, writer: Writer | None = None
@@ -150,7 +222,12 @@ class MetadataStore(Protocol):
         With ``writer``, this and the other stream data changes
         (``commit_objects``, ``delete_objects``, ``trim_stream``) first check
         in the same transaction that the writer's epoch is current, else
-        raise ``WriterFencedError`` and change nothing."""
+        raise ``WriterFencedError`` and change nothing. Then every range that
+        adds offsets to its stream (its ``end_offset`` beyond the stream's)
+        requires the stream's owner to be ``None`` or the writer's name, else
+        ``StreamNotOwnedError`` and nothing changes; ranges within the
+        stream's end (compaction) need no ownership. Unknown streams raise
+        ``UnknownStreamError``."""
 
     def commit_objects(
         self,
@@ -190,9 +267,47 @@ class MetadataStore(Protocol):
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before."""
 
+    # --- partitions' transaction checkpoints (by stream id) --------------------
+    def get_txn_checkpoint(self, stream_id: int) -> TxnCheckpoint | None:
+        """The stream's last checkpoint, or ``None`` if it never had one."""
+
+    def put_txn_checkpoint(self, stream_id: int, checkpoint: TxnCheckpoint) -> None:
+        """Replace the stream's checkpoint (the latest call wins)."""
+
     # --- generic key/value (small durable settings, e.g. cluster id) ---------
     def get_kv(self, key: str) -> str | None: ...
 
     def put_kv(self, key: str, value: str) -> None: ...
+
+    def list_kv(self, prefix: str) -> dict[str, str]:
+        """Every key that starts with ``prefix``, with its value."""
+
+    def delete_kv(self, key: str) -> None:
+        """Forget ``key`` (nothing happens when it is unknown)."""
+
+    # --- SASL/SCRAM credentials ------------------------------------------------
+    def put_scram_credential(self, record: ScramCredentialRecord) -> None:
+        """Store (or replace) ``record.user``'s credential for ``record.mechanism``."""
+
+    def get_scram_credential(self, user: str, mechanism: str) -> ScramCredentialRecord | None: ...
+
+    def delete_scram_credentials(self, user: str, mechanism: str | None = None) -> bool:
+        """Remove the user's credential for ``mechanism`` (every mechanism when
+        ``None``); True when something was removed."""
+
+    def list_scram_credentials(self, user: str | None = None) -> list[ScramCredentialRecord]:
+        """Every credential (of ``user`` when given), ordered by user, mechanism."""
+
+    # --- ACL bindings ------------------------------------------------------------
+    def put_acl(self, record: AclRecord) -> bool:
+        """Store ``record``; False (and no change) when it is already stored."""
+
+    def delete_acl(self, record: AclRecord) -> bool:
+        """Remove ``record``; True when it was stored."""
+
+    def list_acls(self) -> list[AclRecord]: ...
+
+    def acl_version(self) -> int:
+        """Raised by every change that ``put_acl`` / ``delete_acl`` made."""
 
     def close(self) -> None: ...

@@ -11,11 +11,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ingest.metadata.api import (
+    AclRecord,
     CommittedOffset,
     ObjectRecord,
     PartitionRecord,
+    ScramCredentialRecord,
     StreamRecord,
     TopicRecord,
+    TxnCheckpoint,
     Writer,
 )
 from ingest.metadata.errors import (
@@ -23,6 +26,7 @@ from ingest.metadata.errors import (
     UnknownStreamError,
     UnknownTopicError,
     ensure_current_epoch,
+    ensure_owner,
 )
 
 __all__ = ["MemoryMetadataStore"]
@@ -39,6 +43,10 @@ class MemoryMetadataStore:
         self._objects: dict[int, ObjectRecord] = {}
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._kv: dict[str, str] = {}
+        self._txn_checkpoints: dict[int, TxnCheckpoint] = {}
+        self._scram: dict[tuple[str, str], ScramCredentialRecord] = {}
+        self._acls: set[AclRecord] = set()
+        self._acl_version = 0
         self._writers: dict[str, int] = {}
         self._next_stream_id = 1
         self._next_object_id = 1
@@ -117,6 +125,8 @@ class MemoryMetadataStore:
         with self._lock:
             self._check_writer(writer)
             rec = self._stream(stream_id)
+            if writer is not None:
+                ensure_owner(stream_id, rec.owner, writer[0])
             if start_offset > rec.start_offset:
                 self._streams[stream_id] = replace(rec, start_offset=start_offset)
 
@@ -137,6 +147,20 @@ class MemoryMetadataStore:
             epoch = self._writers.get(name, 0) + 1
             self._writers[name] = epoch
             return epoch
+
+    def claim_streams(self, stream_ids: Sequence[int], *, writer: Writer) -> dict[int, int]:
+        with self._lock:
+            self._check_writer(writer)
+            ids = sorted(set(stream_ids))
+            for sid in ids:  # validate everything before changing anything
+                if self._stream(sid).deleted:
+                    raise UnknownStreamError(f"unknown or deleted stream {sid}")
+            claimed: dict[int, int] = {}
+            for sid in ids:
+                rec = self._streams[sid]
+                self._streams[sid] = replace(rec, owner=writer[0], owner_epoch=rec.owner_epoch + 1)
+                claimed[sid] = rec.owner_epoch + 1
+            return claimed
 
     def _check_writer(self, writer: Writer | None) -> None:
         if writer is None:
@@ -160,7 +184,9 @@ class MemoryMetadataStore:
             self._check_writer(writer)
             for obj in objs:  # validate everything before changing anything
                 for r in obj.ranges:
-                    self._stream(r.stream_id)
+                    rec = self._stream(r.stream_id)
+                    if writer is not None and r.end_offset > rec.end_offset:
+                        ensure_owner(r.stream_id, rec.owner, writer[0])
             for obj in objs:
                 for r in obj.ranges:
                     rec = self._streams[r.stream_id]
@@ -229,6 +255,15 @@ class MemoryMetadataStore:
             self._next_producer_id += 1
             return pid
 
+    def get_txn_checkpoint(self, stream_id: int) -> TxnCheckpoint | None:
+        with self._lock:
+            return self._txn_checkpoints.get(stream_id)
+
+    def put_txn_checkpoint(self, stream_id: int, checkpoint: TxnCheckpoint) -> None:
+        with self._lock:
+            aborted = tuple(checkpoint.aborted)  # frozen entries: a copy of the tuple suffices
+            self._txn_checkpoints[stream_id] = TxnCheckpoint(checkpoint.stable_offset, aborted)
+
     def get_kv(self, key: str) -> str | None:
         with self._lock:
             return self._kv.get(key)
@@ -236,6 +271,68 @@ class MemoryMetadataStore:
     def put_kv(self, key: str, value: str) -> None:
         with self._lock:
             self._kv[key] = value
+
+    def list_kv(self, prefix: str) -> dict[str, str]:
+        with self._lock:
+            return {k: v for k, v in self._kv.items() if k.startswith(prefix)}
+
+    def delete_kv(self, key: str) -> None:
+        with self._lock:
+            self._kv.pop(key, None)
+
+    def put_scram_credential(self, record: ScramCredentialRecord) -> None:
+        with self._lock:
+            self._scram[(record.user, record.mechanism)] = record
+
+    def get_scram_credential(self, user: str, mechanism: str) -> ScramCredentialRecord | None:
+        with self._lock:
+            return self._scram.get((user, mechanism))
+
+    def delete_scram_credentials(self, user: str, mechanism: str | None = None) -> bool:
+        with self._lock:
+            keys = [k for k in self._scram if k[0] == user and mechanism in (None, k[1])]
+            for k in keys:
+                del self._scram[k]
+            return bool(keys)
+
+    def list_scram_credentials(self, user: str | None = None) -> list[ScramCredentialRecord]:
+        with self._lock:
+            return [r for k, r in sorted(self._scram.items()) if user in (None, k[0])]
+
+    def put_acl(self, record: AclRecord) -> bool:
+        with self._lock:
+            if record in self._acls:
+                return False
+            self._acls.add(record)
+            self._acl_version += 1
+            return True
+
+    def delete_acl(self, record: AclRecord) -> bool:
+        with self._lock:
+            if record not in self._acls:
+                return False
+            self._acls.discard(record)
+            self._acl_version += 1
+            return True
+
+    def list_acls(self) -> list[AclRecord]:
+        with self._lock:
+            return sorted(
+                self._acls,
+                key=lambda r: (
+                    r.resource_type,
+                    r.resource_name,
+                    r.pattern_type,
+                    r.principal,
+                    r.host,
+                    r.operation,
+                    r.permission_type,
+                ),
+            )
+
+    def acl_version(self) -> int:
+        with self._lock:
+            return self._acl_version
 
     def close(self) -> None:
         pass

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ingest.metadata._sql import SqlMetadataStore
 from ingest.metadata.errors import MetadataError
 
-__all__ = ["PostgresMetadataStore"]
+__all__ = ["PostgresMetadataStore", "connect_postgres", "is_transient"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
@@ -42,7 +42,9 @@ CREATE TABLE IF NOT EXISTS streams (
     stream_id BIGINT PRIMARY KEY,
     start_offset BIGINT NOT NULL,
     end_offset BIGINT NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    owner_epoch BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS objects (
     object_id BIGINT PRIMARY KEY,
@@ -72,7 +74,91 @@ CREATE TABLE IF NOT EXISTS group_offsets (
     commit_ms BIGINT NOT NULL,
     PRIMARY KEY (grp, topic, partition)
 );
+CREATE TABLE IF NOT EXISTS txn_checkpoints (
+    stream_id BIGINT PRIMARY KEY,
+    stable_offset BIGINT NOT NULL,
+    aborted TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    username TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    salt TEXT NOT NULL,
+    stored_key TEXT NOT NULL,
+    server_key TEXT NOT NULL,
+    iterations INTEGER NOT NULL,
+    PRIMARY KEY (username, mechanism)
+);
+CREATE TABLE IF NOT EXISTS acls (
+    resource_type INTEGER NOT NULL,
+    resource_name TEXT NOT NULL,
+    pattern_type INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    host TEXT NOT NULL,
+    operation INTEGER NOT NULL,
+    permission INTEGER NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
+);
 """
+
+# columns added to tables after their first version: databases made before
+# gain them on open (table, column, definition)
+_ADDED_COLUMNS = (
+    ("streams", "owner", "TEXT"),
+    ("streams", "owner_epoch", "BIGINT NOT NULL DEFAULT 0"),
+)
+
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+
+
+def connect_postgres(dsn: str) -> Any:
+    """Open a psycopg2 connection (autocommit off) to the libpq URL ``dsn``.
+
+    A ``schema`` query parameter selects that schema for the session; it is
+    created if missing (under an advisory lock, so brokers starting together
+    do not race). Raises ``MetadataError`` for an invalid schema name and
+    ``psycopg2.Error`` if the server refuses. Shared by every store that keeps
+    its tables in the metadata database (the cluster store, for one).
+    """
+    import psycopg2
+
+    parts = urlsplit(dsn)
+    query = dict(parse_qsl(parts.query))
+    schema = query.pop("schema", None)
+    if schema is not None and not schema.replace("_", "").isalnum():
+        raise MetadataError(f"invalid schema name {schema!r}")
+    clean = urlunsplit(parts._replace(query=urlencode(query)))
+    conn: Any = psycopg2.connect(clean, connect_timeout=10)
+    conn.autocommit = False
+    try:
+        if schema is not None:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(7435011)")
+                cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                cur.execute(f'SET search_path TO "{schema}"')
+            conn.commit()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a psycopg2 error is worth retrying the whole transaction for
+    (a serialization failure or a deadlock: nothing of it was applied)."""
+    return getattr(error, "pgcode", None) in _TRANSIENT_SQLSTATES
+
+
+def _add_missing_columns(cur: Any) -> None:
+    """ALTER only what is missing: an ALTER TABLE locks the table exclusively
+    even when it changes nothing."""
+    for table, column, definition in _ADDED_COLUMNS:
+        cur.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s AND column_name = %s",
+            (table, column),
+        )
+        if cur.fetchone() is None:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 class _QmarkCursor:
@@ -118,24 +204,15 @@ class PostgresMetadataStore(SqlMetadataStore):
         import psycopg2
 
         self._psycopg2: Any = psycopg2
-        parts = urlsplit(dsn)
-        query = dict(parse_qsl(parts.query))
-        schema = query.pop("schema", None)
-        if schema is not None and not schema.replace("_", "").isalnum():
-            raise MetadataError(f"invalid schema name {schema!r}")
-        clean = urlunsplit(parts._replace(query=urlencode(query)))
         self._lock = threading.Lock()
         self._closed = False
         try:
-            self._conn: Any = psycopg2.connect(clean, connect_timeout=10)
-            self._conn.autocommit = False
+            self._conn: Any = connect_postgres(dsn)
             with self._conn.cursor() as cur:
-                if schema is not None:
-                    cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                    cur.execute(f'SET search_path TO "{schema}"')
-                # one broker at a time creates the tables
+                # one broker at a time creates (or migrates) the tables
                 cur.execute("SELECT pg_advisory_xact_lock(7435012)")
                 cur.execute(_SCHEMA)
+                _add_missing_columns(cur)
             self._conn.commit()
         except psycopg2.Error as e:
             raise MetadataError(f"cannot open the PostgreSQL metadata store: {e}") from e

@@ -19,7 +19,14 @@ from ingest.metadata.errors import MetadataError
 
 __all__ = ["SqliteMetadataStore"]
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+
+# columns added to tables after their first version: databases made before
+# gain them on open (table, column, definition)
+_ADDED_COLUMNS = (
+    ("streams", "owner", "TEXT"),
+    ("streams", "owner_epoch", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -43,7 +50,9 @@ CREATE TABLE IF NOT EXISTS streams (
     stream_id INTEGER PRIMARY KEY,
     start_offset INTEGER NOT NULL,
     end_offset INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    owner_epoch INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS objects (
     object_id INTEGER PRIMARY KEY,
@@ -74,6 +83,30 @@ CREATE TABLE IF NOT EXISTS group_offsets (
     commit_ms INTEGER NOT NULL,
     PRIMARY KEY (grp, topic, partition)
 );
+CREATE TABLE IF NOT EXISTS txn_checkpoints (
+    stream_id INTEGER PRIMARY KEY,
+    stable_offset INTEGER NOT NULL,
+    aborted TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    username TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    salt TEXT NOT NULL,
+    stored_key TEXT NOT NULL,
+    server_key TEXT NOT NULL,
+    iterations INTEGER NOT NULL,
+    PRIMARY KEY (username, mechanism)
+);
+CREATE TABLE IF NOT EXISTS acls (
+    resource_type INTEGER NOT NULL,
+    resource_name TEXT NOT NULL,
+    pattern_type INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    host TEXT NOT NULL,
+    operation INTEGER NOT NULL,
+    permission INTEGER NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation, permission)
+);
 """
 
 
@@ -98,9 +131,13 @@ class SqliteMetadataStore(SqlMetadataStore):
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.executescript(_SCHEMA)
             with self._tx() as cur:
+                for table, column, definition in _ADDED_COLUMNS:
+                    cur.execute(f"PRAGMA table_info({table})")
+                    if column not in {r[1] for r in cur.fetchall()}:
+                        cur.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
                 cur.execute(
                     "INSERT INTO kv(key, value) VALUES ('__schema_version', ?) "
-                    "ON CONFLICT (key) DO NOTHING",
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(_SCHEMA_VERSION),),
                 )
         except sqlite3.Error as e:

@@ -31,11 +31,21 @@ __all__ = [
     "set_log_append_time",
     "decode_records",
     "validate_records",
+    "check_client_batch",
+    "set_max_timestamp",
+    "inflate",
+    "InflatedTooLargeError",
+    "RecordStats",
+    "read_uvarint",
     "build_batch",
     "Compression",
     "decompress",
     "read_varint",
     "write_varint",
+    "build_control_batch",
+    "control_marker",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
 ]
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
@@ -127,6 +137,8 @@ def split_batches(buf: memoryview, *, verify_crc: bool = True) -> list[BatchHead
 
     Raises CorruptRecordError for truncation or CRC mismatch and
     InvalidRecordError for structurally invalid batches (wrong magic, counts).
+    Without ``verify_crc`` (stored data) a batch may be empty: log compaction
+    keeps a producer's last batch with no records, as Kafka does.
     """
     headers: list[BatchHeader] = []
     pos = 0
@@ -144,7 +156,8 @@ def split_batches(buf: memoryview, *, verify_crc: bool = True) -> list[BatchHead
         if (
             h.last_offset_delta < 0
             or (h.records_count >= 0 and h.records_count > h.last_offset_delta + 1)
-            or h.records_count <= 0
+            or h.records_count < 0
+            or (h.records_count == 0 and verify_crc)
         ):
             raise InvalidRecordError("record batch has an invalid record count")
         if verify_crc:
@@ -156,6 +169,36 @@ def split_batches(buf: memoryview, *, verify_crc: bool = True) -> list[BatchHead
         headers.append(h)
         pos += h.size
     return headers
+
+
+def check_client_batch(h: BatchHeader) -> None:
+    """The header checks Kafka's LogValidator makes on a batch from a client
+    (after :func:`split_batches`; the records are checked by
+    :func:`validate_records`).
+
+    CorruptRecordError for an unknown compression codec (the body cannot be
+    read); InvalidRecordError for a batch whose offsets, count or producer
+    fields make no sense. A non-idempotent batch (producer id -1) may carry
+    any epoch and sequence: Sarama sends sequence 0 there, and Kafka accepts it.
+    """
+    if h.compression > Compression.ZSTD:
+        raise CorruptRecordError(f"unknown compression codec {h.compression}")
+    if h.last_offset_delta < 0 or h.records_count != h.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record count {h.records_count} does not match the offset delta "
+            f"{h.last_offset_delta} of the batch"
+        )
+    if h.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    if h.producer_id < -1:
+        raise InvalidRecordError(f"invalid producer id {h.producer_id}")
+    if h.producer_id >= 0 and (h.producer_epoch < 0 or h.base_sequence < 0):
+        raise InvalidRecordError(
+            f"an idempotent batch needs an epoch and a sequence, got "
+            f"{h.producer_epoch} and {h.base_sequence}"
+        )
+    if h.is_transactional and h.producer_id < 0:
+        raise InvalidRecordError("a transactional batch needs a producer id")
 
 
 def patch_base_offset(
@@ -172,6 +215,15 @@ def set_log_append_time(buf: memoryview | bytearray, h: BatchHeader, now_ms: int
     attributes = (h.attributes & ~0x08) | 0x08
     struct.pack_into(">h", buf, pos + 21, attributes)
     struct.pack_into(">q", buf, pos + 35, now_ms)  # maxTimestamp
+    crc = crc32c.crc32c(buf[pos + _CRC_START : pos + h.size])
+    struct.pack_into(">I", buf, pos + 17, crc)
+
+
+def set_max_timestamp(buf: memoryview | bytearray, h: BatchHeader, max_ts: int) -> None:
+    """Correct a CreateTime batch's maxTimestamp to its records' (as Kafka
+    does); rewrites the CRC."""
+    pos = h.position
+    struct.pack_into(">q", buf, pos + 35, max_ts)
     crc = crc32c.crc32c(buf[pos + _CRC_START : pos + h.size])
     struct.pack_into(">I", buf, pos + 17, crc)
 
@@ -202,6 +254,22 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         if shift > 63:
             raise CorruptRecordError("varint too long")
     return (result >> 1) ^ -(result & 1), pos
+
+
+def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos`` (Kafka's compact lengths, tagged fields,
+    snappy's preamble): (value, position after it)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
 
 
 def decompress(codec: int, data: bytes) -> bytes:
@@ -284,81 +352,286 @@ def decode_records(buf: memoryview | bytes, h: BatchHeader) -> Iterator[Record]:
         raise CorruptRecordError("record truncated") from exc
 
 
-def validate_records(buf: memoryview | bytes, h: BatchHeader) -> None:
-    """Check that a batch's records decode (decompressing as needed), as Kafka
-    does before appending: the CRC only proves the bytes are the producer's.
+class InflatedTooLargeError(KafkaError):
+    """A compressed batch whose records inflate beyond what the broker accepts.
 
-    The hot path walks the chain of record length prefixes (every record must
-    start where the previous one ended, the count must match and the last one
-    must end at the end of the batch) and fully parses the first and the last
-    record. That catches truncated, padded and garbled batches at a fraction
-    of the cost of parsing every field of every record in Python; a batch
-    that passes it and still has a malformed field inside a middle record is
-    rejected by readers, not silently mis-read.
+    MESSAGE_TOO_LARGE, the error Kafka gives a batch over the size it accepts
+    (``RecordTooLargeException``); a Java producer splits such a batch and
+    retries the halves, so a legitimate batch of very compressible records
+    still gets in."""
 
-    Raises CorruptRecordError when they do not.
+    error_code = ErrorCode.message_too_large
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStats:
+    """What :func:`validate_records` learned walking a batch's records."""
+
+    min_timestamp: int
+    max_timestamp: int
+
+
+_INFLATE_CHUNK = 256 * 1024
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def inflate(
+    codec: int, body: bytes | memoryview, limit: int, chunk: int = _INFLATE_CHUNK
+) -> Iterator[bytes]:
+    """The decompressed records section of a batch, ``chunk`` bytes at a time.
+
+    Streaming: at most about one chunk is produced per step, and it raises
+    ``InflatedTooLargeError`` as soon as more than ``limit`` bytes come out,
+    so a decompression bomb costs ``limit`` bytes of work, not its size.
+    Decompressor failures surface as the codec library's exceptions.
     """
-    start = h.position + BATCH_HEADER_SIZE
-    try:
-        data = decompress(h.compression, bytes(buf[start : h.position + h.size]))
-    except KafkaError as exc:
-        raise CorruptRecordError(str(exc)) from exc
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decompress batch: {exc}") from exc
-    size = len(data)
-    pos = 0
-    first_end = last_start = -1
-    count = h.records_count
-    try:
-        for i in range(count):
-            b0 = data[pos]
-            if b0 < 0x80:  # one-byte varint: records under 64 bytes
-                length = (b0 >> 1) ^ -(b0 & 1)
-                body = pos + 1
-            else:
-                length, body = read_varint(data, pos)
-            end = body + length
-            if length <= 0 or end > size:
-                raise CorruptRecordError("record length exceeds the batch")
-            if i == 0:
-                first_end = end
-                _check_record(data, body, end)
-            last_start = body
-            pos = end
-    except IndexError as exc:
-        raise CorruptRecordError("record truncated") from exc
-    if pos != size:
-        raise CorruptRecordError(f"{size - pos} bytes after the last record")
-    if count > 1 and last_start >= first_end:
-        _check_record(data, last_start, pos)
+    if codec == Compression.NONE:
+        pieces: Iterator[bytes] = iter((bytes(body),))
+    elif codec == Compression.GZIP:
+        pieces = _gunzip(bytes(body), chunk)
+    elif codec == Compression.SNAPPY:
+        pieces = _unsnappy(bytes(body), limit)
+    elif codec == Compression.LZ4:
+        pieces = _unlz4(bytes(body), chunk)
+    elif codec == Compression.ZSTD:
+        pieces = _unzstd(bytes(body), chunk)
+    else:
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > limit:
+            raise InflatedTooLargeError(f"the record batch inflates to more than {limit} bytes")
+        yield piece
 
 
-def _check_record(data: bytes, pos: int, end: int) -> None:
-    """Parse one record's fields between ``pos`` and ``end``."""
-    try:
-        pos += 1  # attributes
-        _ts, pos = read_varint(data, pos)
-        _delta, pos = read_varint(data, pos)
-        for _field in ("key", "value"):
-            n, pos = read_varint(data, pos)
-            if n < -1:
-                raise CorruptRecordError("negative key or value length")
-            pos += max(n, 0)
-        headers, pos = read_varint(data, pos)
-        if headers < 0:
-            raise CorruptRecordError("negative header count")
-        for _ in range(headers):
-            n, pos = read_varint(data, pos)
-            if n < 0:
-                raise CorruptRecordError("null header key")
+def _gunzip(data: bytes, chunk: int) -> Iterator[bytes]:
+    import zlib
+
+    while True:
+        d = zlib.decompressobj(47)  # gzip or zlib header
+        while not d.eof:
+            out = d.decompress(data, chunk)
+            data = d.unconsumed_tail
+            if out:
+                yield out
+            elif not data:
+                raise CorruptRecordError("gzip stream truncated")
+        data = d.unused_data
+        if not data:
+            return
+
+
+def _unlz4(data: bytes, chunk: int) -> Iterator[bytes]:
+    import lz4.frame
+
+    while True:
+        d = lz4.frame.LZ4FrameDecompressor()
+        while not d.eof:
+            out = d.decompress(data, max_length=chunk)
+            data = b""
+            if out:
+                yield out
+            elif d.needs_input:
+                raise CorruptRecordError("lz4 frame truncated")
+        data = d.unused_data or b""
+        if not data:
+            return
+
+
+def _unzstd(data: bytes, chunk: int) -> Iterator[bytes]:
+    import zstandard
+
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    while out := reader.read(chunk):
+        yield out
+
+
+def _unsnappy(data: bytes, limit: int) -> Iterator[bytes]:
+    """Raw snappy (librdkafka) or xerial-framed blocks (the Java client); each
+    block's declared size is checked before it is decompressed."""
+    import cramjam
+
+    if data[:8] == _XERIAL_MAGIC:
+        blocks: list[tuple[int, int]] = []
+        pos = 16
+        while pos < len(data):
+            if pos + 4 > len(data):
+                raise CorruptRecordError("snappy block length truncated")
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if n < 0 or pos + n > len(data):
+                raise CorruptRecordError("snappy block exceeds the batch")
+            blocks.append((pos, pos + n))
             pos += n
-            n, pos = read_varint(data, pos)
-            if n < -1:
-                raise CorruptRecordError("negative header value length")
-            pos += max(n, 0)
+    else:
+        blocks = [(0, len(data))]
+    total = 0
+    for lo, hi in blocks:
+        block = data[lo:hi]
+        size, _ = read_uvarint(block, 0)
+        total += size
+        if total > limit:
+            raise InflatedTooLargeError(f"the record batch inflates to more than {limit} bytes")
+        yield bytes(cramjam.snappy.decompress_raw(block))
+
+
+class _Source:
+    """Bytes pulled from an iterator of chunks; holds the current chunk only
+    (plus the few bytes of a field split across two chunks)."""
+
+    __slots__ = ("data", "pos", "base", "_chunks")
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.data = b""
+        self.pos = 0
+        self.base = 0  # offset of data[0] in the whole stream
+
+    def tell(self) -> int:
+        return self.base + self.pos
+
+    def fill(self, need: int) -> bool:
+        """Make ``need`` bytes readable at ``pos`` (all that is left near the
+        end); False when nothing is left."""
+        while len(self.data) - self.pos < need:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return len(self.data) > self.pos
+            self.base += self.pos
+            self.data = self.data[self.pos :] + nxt
+            self.pos = 0
+        return True
+
+    def varint(self) -> int:
+        self.fill(10)
+        value, self.pos = read_varint(self.data, self.pos)
+        return value
+
+    def skip(self, n: int) -> None:
+        while n > len(self.data) - self.pos:
+            n -= len(self.data) - self.pos
+            self.base += len(self.data)
+            self.data = next(self._chunks, b"")
+            self.pos = 0
+            if not self.data:
+                raise CorruptRecordError("record truncated")
+        self.pos += n
+
+
+def validate_records(buf: memoryview | bytes, h: BatchHeader, limit: int = 1 << 62) -> RecordStats:
+    """Check a batch's records as Kafka does before appending (the CRC only
+    proves the bytes are the producer's), decompressing in bounded chunks.
+
+    Every record's length, timestamp delta and offset delta are read: the
+    records must chain to the end of the batch, number exactly
+    ``recordsCount``, and have offset deltas 0, 1, 2...; the first and the
+    last record are parsed field by field (middle records with a malformed
+    key or header are rejected by readers, not silently mis-read). Memory is
+    one decompressed chunk whatever the record sizes; ``limit`` bounds the
+    decompressed bytes (``InflatedTooLargeError``).
+
+    Raises CorruptRecordError for bytes that are not records,
+    InvalidRecordError when the records disagree with the header.
+    """
+    body = buf[h.position + BATCH_HEADER_SIZE : h.position + h.size]
+    src = _Source(inflate(h.compression, body, limit))
+    count = h.records_count
+    base_ts = h.base_timestamp
+    lo = hi = base_ts  # reset to the first record's timestamp
+    try:
+        last = count - 1
+        for i in range(count):
+            if len(src.data) - src.pos < 32 and not src.fill(32):
+                raise InvalidRecordError(f"the batch holds {i} records; its header says {count}")
+            data = src.data
+            pos = src.pos
+            # three varints, with their one- and two-byte forms inlined
+            b0 = data[pos]
+            if b0 < 0x80:
+                length = (b0 >> 1) ^ -(b0 & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b0 & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = src.base + pos + length
+            if length <= 0:
+                raise CorruptRecordError("invalid record length")
+            pos += 1  # attributes
+            b0 = data[pos]
+            if b0 < 0x80:
+                ts_delta = (b0 >> 1) ^ -(b0 & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b0 & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                ts_delta, pos = read_varint(data, pos)
+            b0 = data[pos]
+            if b0 < 0x80:
+                off_delta = (b0 >> 1) ^ -(b0 & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b0 & 0x7F) | (data[pos + 1] << 7)
+                off_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                off_delta, pos = read_varint(data, pos)
+            if off_delta != i:
+                raise InvalidRecordError(f"record {i} of the batch has offset delta {off_delta}")
+            ts = base_ts + ts_delta
+            if ts > hi:
+                hi = ts
+            elif ts < lo:
+                lo = ts
+            if i == 0:
+                lo = hi = ts
+            src.pos = pos
+            if i == 0 or i == last:
+                _check_record_rest(src, end)
+            elif end <= src.base + len(data):
+                src.pos = end - src.base
+            elif end < src.tell():
+                raise CorruptRecordError("record length mismatch")
+            else:
+                src.skip(end - src.tell())
+        if src.fill(1):
+            raise InvalidRecordError(f"the batch holds more than its {count} records")
     except IndexError as exc:
         raise CorruptRecordError("record truncated") from exc
-    if pos != end:
+    except KafkaError:
+        raise
+    except Exception as exc:  # the codec libraries' own errors
+        raise CorruptRecordError(f"cannot decompress batch: {exc}") from exc
+    return RecordStats(lo, hi)
+
+
+def _check_record_rest(src: _Source, end: int) -> None:
+    """Parse a record's key, value and headers; it must end at ``end``."""
+    for _field in ("key", "value"):
+        n = src.varint()
+        if n < -1 or src.tell() + n > end:
+            raise CorruptRecordError(f"invalid record {_field} length")
+        if n > 0:
+            src.skip(n)
+    headers = src.varint()
+    if headers < 0:
+        raise CorruptRecordError("negative header count")
+    for _ in range(headers):
+        n = src.varint()
+        if n < 0 or src.tell() + n > end:
+            raise CorruptRecordError("invalid record header key length")
+        src.skip(n)
+        n = src.varint()
+        if n < -1 or src.tell() + n > end:
+            raise CorruptRecordError("invalid record header value length")
+        if n > 0:
+            src.skip(n)
+    if src.tell() != end:
         raise CorruptRecordError("record length mismatch")
 
 
@@ -423,3 +696,51 @@ def build_batch(
     out += body
     struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[_CRC_START:])))
     return bytes(out)
+
+
+# --- control batches (transaction markers) ------------------------------------------
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type (0 abort, 1 commit)
+_MARKER_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def build_control_batch(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    *,
+    base_offset: int = 0,
+) -> bytes:
+    """A transaction marker as Kafka writes one: a transactional control batch
+    of the producer (base sequence -1) holding one record whose key is the
+    control type and whose value is the end-transaction marker."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    return build_batch(
+        [(key, value, [], timestamp_ms)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        attributes=_TRANSACTIONAL | _CONTROL,
+    )
+
+
+def control_marker(buf: memoryview | bytes, h: BatchHeader) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control batch's first record;
+    the epoch is -1 when the record has no marker value."""
+    for r in decode_records(buf, h):
+        if r.key is None or len(r.key) < _CONTROL_KEY.size:
+            raise CorruptRecordError("a control record without a control key")
+        _version, kind = _CONTROL_KEY.unpack_from(r.key)
+        epoch = -1
+        if r.value is not None and len(r.value) >= _MARKER_VALUE.size:
+            epoch = _MARKER_VALUE.unpack_from(r.value)[1]
+        return kind, epoch
+    raise CorruptRecordError("a control batch without records")

@@ -7,11 +7,11 @@ Nothing above it knows about files, WAL segments or objects.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["StreamBatch", "Stream", "StreamEngine"]
+__all__ = ["StreamBatch", "Stream", "StreamEngine", "BatchTransform", "RewriteStats"]
 
 
 @dataclass(slots=True)
@@ -34,6 +34,21 @@ class StreamBatch:
     def end_offset(self) -> int:
         """Exclusive end: the offset right after this batch."""
         return self.base_offset + self.count
+
+
+BatchTransform = Callable[[list["StreamBatch"]], list["StreamBatch"]]
+"""Rewrites a contiguous run of a stream's batches (see :meth:`Stream.rewrite`)."""
+
+
+@dataclass(slots=True)
+class RewriteStats:
+    """What one :meth:`Stream.rewrite` did: batches and payload bytes it
+    handed to the transform, and what the transform gave back."""
+
+    batches_in: int = 0
+    batches_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 class Stream(Protocol):
@@ -75,6 +90,29 @@ class Stream(Protocol):
 
     async def trim(self, new_start_offset: int) -> None: ...
 
+    @property
+    def committed_end(self) -> int:
+        """The end of the prefix that is in object storage (the in-memory
+        engine: ``next_offset``); only offsets below it can be rewritten."""
+
+    async def rewrite(
+        self, start_offset: int, end_offset: int, transform: BatchTransform
+    ) -> RewriteStats:
+        """Replace the stored batches lying wholly inside
+        ``[start_offset, min(end_offset, committed_end))`` by what
+        ``transform`` makes of them (log compaction).
+
+        ``transform`` is called with each contiguous run of those batches, in
+        offset order, possibly from a worker thread, and must return batches
+        of the same stream that again cover exactly the run's offsets
+        (contiguous, same first base offset and same end; fewer, smaller or
+        emptier batches), else ``ValueError`` and nothing changes. Offsets,
+        ``next_offset`` and ``start_offset`` never move.
+
+        Atomic: readers see the old batches or the new ones, never a mix
+        within one ``fetch``; a crash leaves one or the other.
+        """
+
 
 class StreamEngine(Protocol):
     """Owns every stream of a broker: WAL, caches, uploads, recovery."""
@@ -87,6 +125,13 @@ class StreamEngine(Protocol):
     async def open_stream(self, stream_id: int) -> Stream: ...
 
     async def delete_stream(self, stream_id: int) -> None: ...
+
+    @property
+    def backpressure_ms(self) -> int:
+        """The throttle time (ms) Produce responses should carry now: 0 while
+        the engine keeps up, above 0 while object storage is degraded or
+        uploads fall behind (appends are still accepted; the client is asked
+        to slow down)."""
 
     async def close(self) -> None:
         """Stop background work; flush what the implementation promises to flush."""

@@ -14,12 +14,13 @@ committed to the metadata store strictly in order (which advances each
 stream's end_offset). Committed entries become evictable and the WAL is
 trimmed below the oldest entry not yet committed. Between uploads the same
 task deletes objects whose data is all trimmed (after trims: only the
-trimmed streams' objects; a full listing every ``gc_interval_ms``) and
-compacts (:mod:`ingest.s3stream.compact`).
+trimmed streams' objects; a full listing every ``gc_interval_ms``: see
+:mod:`ingest.s3stream.gc`) and compacts (:mod:`ingest.s3stream.compact`).
 
 Read path: the log cache first, then objects found through the metadata
 store, read with ranged GETs through the block cache; each object read also
-prefetches the stream's next ``read_ahead_ranges`` object ranges. Object
+prefetches the stream's next ``read_ahead_ranges`` object ranges (see
+:mod:`ingest.s3stream.reader`). Object
 reads and compaction pass the network rate limiter
 (:mod:`ingest.s3stream.network`); WAL writes and uploads never wait on it.
 
@@ -38,28 +39,30 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from ingest.errors import CorruptDataError
-from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, StreamRecord, Writer
-from ingest.metadata.errors import WriterFencedError
+from ingest.errors import StorageError
+from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, Writer
+from ingest.metadata.errors import StreamNotOwnedError, WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
-from ingest.s3stream.api import StreamBatch
+from ingest.s3stream.api import BatchTransform, RewriteStats, StreamBatch
+from ingest.s3stream.backpressure import UploadBackpressure
 from ingest.s3stream.cache import BlockCache, CacheEntry, LogCache
 from ingest.s3stream.compact import CompactionPolicy, Compactor
+from ingest.s3stream.compact.rewrite import StreamRewriter
 from ingest.s3stream.config import S3StreamConfig
 from ingest.s3stream.errors import (
     EngineClosedError,
-    ObjectNotFoundError,
-    OffsetOutOfRangeError,
     StreamBackpressureError,
     StreamFencedError,
     UnknownStreamError,
     WalFencedError,
 )
+from ingest.s3stream.gc import GarbageCollector, object_key
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
 from ingest.s3stream.objects.format import StreamRange, concat, encode
 from ingest.s3stream.objectstore.api import ObjectStore
+from ingest.s3stream.reader import ObjectReader
 from ingest.s3stream.stream import S3Stream
 from ingest.s3stream.wal.api import WriteAheadLog
 
@@ -71,13 +74,8 @@ _RETRY_DELAY_S = 1.0
 _MAX_RETRY_DELAY_S = 4.0
 _CLOSE_UPLOAD_S = 15.0  # SIGTERM: keep retrying the final upload this long
 _MIN_GC_GAP_S = 1.0  # after trims, collect garbage at most this often
-_END = 1 << 62  # past any offset
 _CLOSE_WAIT_S = 20.0  # close(): how long to wait for appends in flight
-
-
-_STREAM_SET_SUFFIX = ".sso"
-_STREAM_OBJECT_SUFFIX = ".so"
-OBJECT_SUFFIXES = (_STREAM_SET_SUFFIX, _STREAM_OBJECT_SUFFIX)
+_MAX_COUNT = 0x7FFFFFFF  # offsets in one append: the WAL record header's int32
 
 
 def _build_object(ranges: list[list[StreamBatch]]) -> tuple[bytearray, list[ObjectRange]]:
@@ -133,13 +131,17 @@ class S3StreamEngine:
         self._uploads_in_flight: deque[
             tuple[asyncio.Task[list[ObjectRecord]], list[tuple[S3Stream, list[CacheEntry]]]]
         ] = deque()
-        self._prefetches: set[asyncio.Task[None]] = set()
-        # per stream: the objects of its last lookup, and whether they are all
-        # the objects up to the end that lookup asked for
-        self._read_hints: dict[int, tuple[list[ObjectRecord], bool]] = {}
-        self._gc_due = False
-        self._gc_dirty: set[int] = set()  # streams trimmed or deleted since the last GC
-        self._last_gc = 0.0
+        self._reader = ObjectReader(
+            config, metadata, objects, self._block_cache, self._limiter, self._run, self._streams
+        )
+        self._gc = GarbageCollector(
+            metadata,
+            objects,
+            self._block_cache,
+            self._run,
+            self._change_metadata,
+            config.object_prefix,
+        )
         self._last_upload = time.monotonic()
         self._last_compaction = time.monotonic()
         self._compactor = Compactor(
@@ -155,10 +157,32 @@ class S3StreamEngine:
             on_deleted=self._block_cache.invalidate,
             run=self._run,
             limiter=self._limiter,
+            prefix=config.object_prefix,
         )
+        self._rewriter = StreamRewriter(
+            metadata,
+            objects,
+            self._object_key,
+            self._run,
+            self._limiter,
+            config.compaction_target_bytes,
+            on_deleted=self._block_cache.invalidate,
+        )
+        self._rewrite_lock = asyncio.Lock()  # rewrites and compaction passes, one at a time
+        self.closed_cleanly = False
+        """Set by :meth:`close` once every durable batch is in object storage."""
+        self.on_fatal: Callable[[BaseException], None] | None = None
+        """Called once when the engine is fenced for good (see :meth:`_fail`)."""
         self.uploads = 0
         self.uploaded_bytes = 0
         self.objects_put = 0
+        # read by metrics: sums and counts (a Prometheus summary without quantiles)
+        self.wal_appends = 0
+        self.wal_append_seconds = 0.0  # append call to durable, per append
+        self.object_put_seconds = 0.0  # per object put (objects_put counts them)
+        self._backpressure = UploadBackpressure(
+            self._log_cache, config.max_pending_upload_bytes, objects
+        )
 
     @property
     def config(self) -> S3StreamConfig:
@@ -178,6 +202,22 @@ class S3StreamEngine:
     def block_cache(self) -> BlockCache[StreamRange]:
         return self._block_cache
 
+    @property
+    def object_store(self) -> ObjectStore:
+        return self._objects
+
+    @property
+    def compactions(self) -> int:
+        """Compactions run (read by metrics)."""
+        return self._compactor.compactions
+
+    @property
+    def backpressure_ms(self) -> int:
+        """The throttle time (ms) Produce responses should carry now: above 0
+        while object storage is degraded or uploads fall behind (see
+        :mod:`ingest.s3stream.backpressure`)."""
+        return self._backpressure.throttle_ms()
+
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
         """Claim the object prefix as a writer in the metadata store (an older
@@ -193,8 +233,11 @@ class S3StreamEngine:
         name = f"s3stream:{self._config.object_prefix}"
         self._writer = (name, await self._run(self._metadata.claim_writer, name))
         self._compactor.writer = self._writer
+        self._rewriter.writer = self._writer
         records = await self._run(self._metadata.list_streams)
         for rec in records:
+            if rec.owner is not None and rec.owner != name:
+                continue  # another broker's now: our WAL's records of it were recovered
             if not rec.deleted:
                 self._streams[rec.stream_id] = S3Stream(
                     self, rec.stream_id, rec.start_offset, rec.end_offset, rec.end_offset
@@ -220,7 +263,7 @@ class S3StreamEngine:
         self._started = True
         if self._config.sweep_orphans_on_start:
             try:
-                await self._sweep_orphans()
+                await self._gc.sweep_orphans()
             except Exception:  # noqa: BLE001 - wasted space only
                 log.exception("orphan object sweep failed")
         if replayed:
@@ -252,10 +295,10 @@ class S3StreamEngine:
                 log.exception("uploader failed")
         try:
             await self._upload_until_done(time.monotonic() + _CLOSE_UPLOAD_S)
+            self.closed_cleanly = self._fenced is None
         except Exception:  # noqa: BLE001 - the WAL still holds the data
             log.exception("final upload failed; the data stays in the WAL")
-        for task in list(self._prefetches):
-            task.cancel()
+        self._reader.cancel_prefetches()
         self._block_cache.clear()  # its buffers go back to the store's pool
         await self._wal.close()
         self._run.close()
@@ -291,6 +334,60 @@ class S3StreamEngine:
             self._streams[stream_id] = stream
         return stream
 
+    async def open_reader(self, stream_id: int) -> S3Stream:
+        """A read-only view of a stream that another engine may be writing (a
+        broker serving a partition it does not lead): its offsets are those the
+        metadata store has now, so it reads what is uploaded to objects, and
+        never more. The view is not held by this engine (it uploads, trims and
+        claims nothing); open a new one to see later uploads."""
+        self._check_open()
+        rec = await self._run(self._metadata.get_stream, stream_id)
+        if rec is None or rec.deleted:
+            raise UnknownStreamError(f"unknown stream {stream_id}")
+        return S3Stream(self, stream_id, rec.start_offset, rec.end_offset, rec.end_offset)
+
+    async def acquire_stream(self, stream_id: int) -> S3Stream:
+        """Take over a stream another engine may have written (a partition that
+        moved here): claim it in the metadata store, which from then on refuses
+        any other engine's commits that add to it, then open it at the end the
+        store has, forgetting whatever this engine knew of it before."""
+        self._check_open()
+        if self._fenced is not None:
+            raise self._fence_error()
+        old = self._streams.get(stream_id)
+        if old is not None and old._inflight:
+            raise StreamFencedError(f"stream {stream_id} still has appends in flight here")
+        assert self._writer is not None  # claimed in start()
+        try:
+            await self._run(self._metadata.claim_streams, [stream_id], writer=self._writer)
+        except WriterFencedError as e:
+            raise self._writer_refused(e) from e
+        rec = await self._run(self._metadata.get_stream, stream_id)
+        if rec is None or rec.deleted:
+            raise UnknownStreamError(f"unknown stream {stream_id}")
+        self._log_cache.drop_stream(stream_id)
+        self._reader.forget(stream_id)
+        stream = S3Stream(self, stream_id, rec.start_offset, rec.end_offset, rec.end_offset)
+        self._streams[stream_id] = stream
+        return stream
+
+    async def release_stream(self, stream_id: int) -> None:
+        """Hand a stream over (its partition moves away): wait for the appends in
+        flight, upload everything durable, then forget the stream. The caller
+        stops appending first; the next owner's ``acquire_stream`` finds every
+        acknowledged offset in the metadata store."""
+        self._check_open()
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            return
+        inflight = [i.result for i in stream._inflight]
+        if inflight:
+            await asyncio.wait(inflight, timeout=_CLOSE_WAIT_S)
+        await self._flush_stream(stream_id)
+        self._streams.pop(stream_id, None)
+        self._log_cache.drop_stream(stream_id)
+        self._reader.forget(stream_id)
+
     async def delete_stream(self, stream_id: int) -> None:
         """Delete the stream; its objects are garbage-collected later."""
         self._check_open()
@@ -306,8 +403,7 @@ class S3StreamEngine:
         if stream is not None:
             stream.deleted = True
         self._log_cache.drop_stream(stream_id)
-        self._gc_dirty.add(stream_id)
-        self._gc_due = True
+        self._gc.mark(stream_id)
         self._wakeup.set()
 
     # --- append (called by S3Stream) -------------------------------------------------
@@ -318,12 +414,16 @@ class S3StreamEngine:
 
         Unlike a local WAL failure (where uploading what is durable saves it), a
         superseded engine must stop writing objects and metadata altogether."""
-        return isinstance(self._fenced, (WalFencedError, WriterFencedError))
+        return isinstance(self._fenced, (WalFencedError, WriterFencedError, StreamNotOwnedError))
 
     def _fence_error(self) -> BaseException:
         if isinstance(self._fenced, WriterFencedError):
             return StreamFencedError(
                 f"the stream engine is fenced: another engine claimed its objects: {self._fenced}"
+            )
+        if isinstance(self._fenced, StreamNotOwnedError):
+            return StreamFencedError(
+                f"the stream engine is fenced: another broker took a stream over: {self._fenced}"
             )
         return StreamFencedError(f"the stream engine is fenced after a WAL failure: {self._fenced}")
 
@@ -336,13 +436,38 @@ class S3StreamEngine:
             await self._run(fn, *args, writer=self._writer)
         except WriterFencedError as e:
             raise self._writer_refused(e) from e
+        except StreamNotOwnedError as e:
+            # A stream moved to another broker while this engine still wrote
+            # to it: this broker missed the move. Nothing of the call was
+            # committed; stop writing altogether, as for a claimed prefix.
+            if not self._owner_lost():
+                log.error("a stream this engine wrote belongs to another broker: %s", e)
+                self._fail(e)
+            raise self._fence_error() from e
 
     def _writer_refused(self, e: WriterFencedError) -> BaseException:
         """Fence the engine after a refused metadata change; the error to raise."""
         if not self._owner_lost():
             log.error("another engine claimed this engine's objects; it stops writing: %s", e)
-            self._fenced = e
+            self._fail(e)
         return self._fence_error()
+
+    def _fail(self, error: BaseException) -> None:
+        """The WAL cannot go on (its disk failed, another broker took it over)
+        or another engine claimed the objects: fence the engine, say so once
+        with the traceback, and call ``on_fatal`` so that the process stops and
+        a supervisor restarts it (recovery replays the WAL)."""
+        if self._fenced is not None:
+            return
+        self._fenced = error
+        log.critical(
+            "the stream engine cannot go on and refuses every append until the process "
+            "restarts: %s",
+            error,
+            exc_info=error,
+        )
+        if self.on_fatal is not None:
+            self.on_fatal(error)
 
     def _append(
         self, stream: S3Stream, base: int, count: int, payload: bytes
@@ -350,16 +475,18 @@ class S3StreamEngine:
         self._check_open()
         if self._fenced is not None:
             raise self._fence_error()
-        if self._log_cache.unuploaded_bytes >= self._config.max_pending_upload_bytes:
+        refusal = self._backpressure.refusal()
+        if refusal is not None:
             self._wakeup.set()
-            raise StreamBackpressureError(
-                f"{self._log_cache.unuploaded_bytes} bytes wait for upload; retry later"
-            )
+            raise StreamBackpressureError(refusal)
         assert self._loop is not None
+        if not 0 < count <= _MAX_COUNT:  # the WAL header's int32: this append alone fails
+            raise StorageError(f"an append of {count} offsets does not fit a WAL record")
+        started = time.perf_counter()
         try:
             w = self._wal.append(stream.stream_id, base, count, payload)
         except Exception as e:
-            self._fenced = e
+            self._fail(e)
             raise StreamFencedError(f"WAL append failed: {e}") from e
         self._limiter.note_produce(len(payload))
         cache = self._log_cache
@@ -372,7 +499,9 @@ class S3StreamEngine:
             if error is None and self._owner_lost():
                 error = self._fence_error()  # the successor never sees this WAL record
             if error is not None and self._fenced is None:
-                self._fenced = error
+                self._fail(error)
+            self.wal_appends += 1
+            self.wal_append_seconds += time.perf_counter() - started
             stream._on_durable(item, error)
 
         w.done.add_done_callback(durable)
@@ -398,10 +527,10 @@ class S3StreamEngine:
             try:
                 # a full interval since the last upload: upload whatever is pending
                 await self._upload(force=time.monotonic() - self._last_upload >= interval)
-                since_gc = time.monotonic() - self._last_gc
+                since_gc = time.monotonic() - self._gc.last
                 if since_gc > self._config.gc_interval_ms / 1000:
                     await self.collect_garbage()
-                elif self._gc_due and since_gc > _MIN_GC_GAP_S:
+                elif self._gc.due and since_gc > _MIN_GC_GAP_S:
                     await self.collect_garbage(only_dirty=True)
                 if (
                     time.monotonic() - self._last_compaction
@@ -501,7 +630,9 @@ class S3StreamEngine:
             object_id = await self._run(self._metadata.next_object_id)
             key = self._object_key(object_id, kind)
             body, index = await self._run(_build_object, ranges)
+            put_started = time.perf_counter()
             await self._objects.put(key, body)
+            self.object_put_seconds += time.perf_counter() - put_started
             self.objects_put += 1
             return ObjectRecord(
                 object_id, key, len(body), kind, tuple(index), int(time.time() * 1000)
@@ -564,8 +695,7 @@ class S3StreamEngine:
                 log.warning("could not delete %d abandoned objects", len(keys))
 
     def _object_key(self, object_id: int, kind: str = "stream_set") -> str:
-        suffix = _STREAM_OBJECT_SUFFIX if kind == "stream" else _STREAM_SET_SUFFIX
-        return f"{self._config.object_prefix}{object_id:020d}{suffix}"
+        return object_key(self._config.object_prefix, object_id, kind)
 
     async def _trim_wal(self) -> None:
         upto = self._log_cache.min_unuploaded_wal_position()
@@ -576,6 +706,39 @@ class S3StreamEngine:
         done (bound it with a timeout); ``EngineClosedError`` if the engine closes."""
         self._check_open()
         await self._upload_until_done(None)
+
+    def _holds(self, stream_id: int) -> bool:
+        """The stream has data not yet committed to objects (pending or in flight)."""
+        return stream_id in self._log_cache.streams_with_pending() or any(
+            s.stream_id == stream_id for _, picked in self._uploads_in_flight for s, _ in picked
+        )
+
+    async def _flush_stream(self, stream_id: int) -> None:
+        """Upload until ``stream_id``'s durable data is in objects, one object at
+        a time. Unlike :meth:`flush` it does not wait for the other streams to
+        run dry: under a steady load on them (a broker handing one partition
+        over while it keeps serving the others) that never happens."""
+        delay = _RETRY_DELAY_S / 4
+        while self._holds(stream_id):
+            stream = self._streams.get(stream_id)
+            if not self._uploads_in_flight and (
+                stream is None or not self._log_cache.pending(stream_id, stream.confirm_offset, 1)
+            ):
+                return  # what is left is not durable (a failed WAL write): nothing to upload
+            try:
+                await self._upload(force=True)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if self._owner_lost():
+                    raise
+                log.warning("upload failed; retrying in %.2f s", delay, exc_info=True)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_DELAY_S)
+                if self._closed:
+                    raise EngineClosedError(
+                        "the stream engine closed before the flush completed"
+                    ) from None
 
     async def _upload_until_done(self, deadline: float | None) -> None:
         delay = _RETRY_DELAY_S / 4
@@ -596,40 +759,7 @@ class S3StreamEngine:
             if deadline is None and self._closed:
                 raise EngineClosedError("the stream engine closed before the flush completed")
 
-    # --- read ------------------------------------------------------------------------
-    def _loader(
-        self, sid: int, obj: ObjectRecord, lo: int, hi: int, kind: TrafficClass
-    ) -> Callable[[], Awaitable[StreamRange]]:
-        key = obj.key
-        # A range that is most of its object (a stream object's range is all
-        # of it but the index and footer) is read with a plain GET of the
-        # object: the same one request, and S3-compatible servers serve it
-        # without slicing (moto spends ~25% more CPU per byte on ranged GETs).
-        whole = obj.size > 0 and (hi - lo) * 8 >= obj.size * 7 and hi <= obj.size
-
-        async def load() -> StreamRange:
-            await self._limiter.acquire(kind, obj.size if whole else hi - lo)
-
-            def parse(body: bytes | memoryview) -> StreamRange:
-                if whole:
-                    if len(body) != obj.size:
-                        raise CorruptDataError(f"object {key} is not the size its record says")
-                    data: bytes | memoryview = memoryview(body)[lo:hi]
-                else:
-                    data = body
-                    if len(data) != hi - lo:
-                        raise CorruptDataError(f"object {key} is shorter than its index says")
-                return StreamRange(sid, data, verify=self._config.verify_checksums)
-
-            # Verified once here (later fetches of the cached range skip the
-            # CRCs), in the thread that read it: off the event loop (checking
-            # an 8 MiB range takes ~0.6 ms) and while the bytes are in cache.
-            if whole:
-                return await self._objects.get_then(key, None, None, parse)
-            return await self._objects.get_then(key, lo, hi, parse)
-
-        return load
-
+    # --- read (called by S3Stream) ---------------------------------------------------
     async def _read_objects(
         self,
         stream: S3Stream,
@@ -639,163 +769,45 @@ class S3StreamEngine:
         out: list[StreamBatch],
         total: int,
     ) -> tuple[int, bool]:
-        """Append to ``out`` batches of ``stream`` from the object holding
-        ``start`` (see :meth:`StreamRange.take`: ``total`` is what ``out``
-        already holds; returns the new total and whether the read is done).
-        The caller loops for more: one small index lookup per object, however
-        long the stream."""
-        sid = stream.stream_id
-        ahead = self._config.read_ahead_ranges
-        for attempt in range(3):
-            objs = self._hinted_objects(sid, start)
-            if objs is None:
-                # twice the read-ahead window: the next lookup is then due
-                # only every ``ahead`` objects, and the window never waits on it
-                limit = 1 + 2 * ahead
-                objs = await self._run(self._metadata.objects_for_stream, sid, start, end, limit)
-                self._read_hints[sid] = (objs, len(objs) < limit)
-                if len(self._read_hints) > 4096:
-                    self._read_hints.clear()
-            if ahead and len(objs) > 1:
-                self._prefetch(sid, objs[1 : 1 + ahead])
-            try:
-                return await self._read_from(objs[0], sid, start, end, max_bytes, out, total)
-            except ObjectNotFoundError:
-                self._read_hints.pop(sid, None)
-                # Deleted under us: trimmed away (garbage collection), or
-                # replaced by compaction (then the metadata names the new one).
-                rec = await self._run(self._metadata.get_stream, sid)
-                if rec is None or rec.deleted or start < max(stream.start_offset, rec.start_offset):
-                    raise OffsetOutOfRangeError(
-                        f"offset {start} of stream {sid} was trimmed"
-                    ) from None
-                if attempt == 2:
-                    raise
-        return total, True  # pragma: no cover - the loop returns or raises
-
-    def _hinted_objects(self, sid: int, start: int) -> list[ObjectRecord] | None:
-        """The objects from the one holding ``start`` of the last lookup for
-        ``sid``, if one holds ``start`` and a full read-ahead window follows
-        it or the lookup found no more (else look up again). Sequential reads
-        thus query the metadata store about once per ``read_ahead_ranges``
-        objects rather than once per fetch, including a reader in the
-        stream's last objects; a stale hint (compacted or deleted object)
-        fails with ``ObjectNotFoundError`` and is dropped, and a read past
-        the last hinted object looks up again."""
-        hint = self._read_hints.get(sid)
-        if not hint:
-            return None
-        objs, complete = hint
-        for i, obj in enumerate(objs):
-            for r in obj.ranges:
-                if r.stream_id == sid and r.start_offset <= start < r.end_offset:
-                    # keep the read-ahead window full: look up again when it
-                    # shrinks, unless the lookup found no more objects
-                    if complete or len(objs) - i > self._config.read_ahead_ranges:
-                        return objs[i:]
-                    return None
-        return None
-
-    def _prefetch(self, sid: int, objs: list[ObjectRecord]) -> None:
-        """Load the ranges of ``sid`` in ``objs`` into the block cache in the
-        background (read-ahead for sequential catch-up reads)."""
-        if len(self._prefetches) >= 4 * max(1, self._config.read_ahead_ranges):
-            return
-        for obj in objs:
-            for r in obj.ranges:
-                if r.stream_id != sid:
-                    continue
-                lo, hi = r.position, r.position + r.length
-                if self._block_cache.contains(obj.key, lo, hi):
-                    continue
-                if r.length * 2 > self._block_cache.capacity:
-                    return  # would evict what the reader is about to use
-
-                async def load(obj: ObjectRecord = obj, lo: int = lo, hi: int = hi) -> None:
-                    try:
-                        await self._block_cache.get(
-                            obj.key,
-                            lo,
-                            hi,
-                            self._loader(sid, obj, lo, hi, TrafficClass.CATCH_UP_READ),
-                        )
-                    except Exception:  # noqa: BLE001 - the reader loads it again
-                        pass
-
-                task = asyncio.create_task(load(), name="s3stream-read-ahead")
-                self._prefetches.add(task)
-                task.add_done_callback(self._prefetches.discard)
-
-    async def _read_from(
-        self,
-        obj: ObjectRecord,
-        sid: int,
-        start: int,
-        end: int,
-        max_bytes: int,
-        out: list[StreamBatch],
-        total: int,
-    ) -> tuple[int, bool]:
-        pos = start
-        for r in obj.ranges:
-            if r.stream_id != sid or r.end_offset <= pos or r.start_offset >= end:
-                continue
-            lo, hi = r.position, r.position + r.length
-            stream = self._streams.get(sid)
-            tail = stream is not None and r.end_offset >= stream.committed_end
-            kind = TrafficClass.TAIL_READ if tail else TrafficClass.CATCH_UP_READ
-            data = await self._block_cache.get(
-                obj.key, lo, hi, self._loader(sid, obj, lo, hi, kind)
-            )
-            total, done = data.take(pos, end, max_bytes, out, total)
-            if done:
-                return total, True
-            if out:
-                pos = out[-1].end_offset
-        return total, False
+        """See :meth:`ObjectReader.read_objects`."""
+        return await self._reader.read_objects(stream, start, end, max_bytes, out, total)
 
     # --- trim and garbage ------------------------------------------------------------
     async def _trim(self, stream: S3Stream, new_start: int) -> None:
         await self._change_metadata(self._metadata.trim_stream, stream.stream_id, new_start)
         self._log_cache.trim(stream.stream_id, new_start)
-        self._gc_dirty.add(stream.stream_id)
-        self._gc_due = True
-
-    async def _sweep_orphans(self) -> int:
-        """Delete objects under our prefix that no metadata entry names."""
-        known = {o.key for o in await self._run(self._metadata.list_objects)}
-        listed = await self._objects.list(self._config.object_prefix)
-        orphans = [o.key for o in listed if o.key.endswith(OBJECT_SUFFIXES) and o.key not in known]
-        if orphans:
-            log.info("deleting %d orphan objects", len(orphans))
-            await self._objects.delete(orphans)
-        return len(orphans)
+        self._gc.mark(stream.stream_id)
 
     async def compact(self) -> int:
         """One compaction pass (see :mod:`ingest.s3stream.compact`); returns
         how many objects were merged away."""
         self._last_compaction = time.monotonic()
         try:
-            return await self._compactor.run_once()
+            async with self._rewrite_lock:
+                return await self._compactor.run_once()
         except WriterFencedError as e:
             raise self._writer_refused(e) from e
 
-    def _gc_candidates(
-        self, dirty: set[int] | None
-    ) -> tuple[list[ObjectRecord], list[StreamRecord]]:
-        """(objects to check, stream records): every object, or only the
-        objects holding trimmed-away offsets of the ``dirty`` streams."""
-        streams = self._metadata.list_streams()
-        if dirty is None:
-            return self._metadata.list_objects(), streams
-        by_id = {s.stream_id: s for s in streams}
-        found: dict[int, ObjectRecord] = {}
-        for sid in sorted(dirty):
-            rec = by_id.get(sid)
-            upto = _END if rec is None or rec.deleted else rec.start_offset
-            for o in self._metadata.objects_for_stream(sid, 0, upto):
-                found[o.object_id] = o
-        return [found[k] for k in sorted(found)], streams
+    async def _rewrite(
+        self, stream: S3Stream, start: int, end: int, transform: BatchTransform
+    ) -> RewriteStats:
+        """See ``Stream.rewrite`` and :mod:`ingest.s3stream.compact.rewrite`."""
+        self._check_open()
+        if self._fenced is not None:
+            raise self._fence_error()
+        async with self._rewrite_lock:
+            end = min(end, stream.committed_end)
+            if start >= end:
+                return RewriteStats()
+            try:
+                stats = await self._rewriter.rewrite(stream.stream_id, start, end, transform)
+            except WriterFencedError as e:
+                raise self._writer_refused(e) from e
+            # the old bytes leave every cache before readers look again
+            self._log_cache.trim(stream.stream_id, end)
+            self._reader.forget(stream.stream_id)
+            stream.rewrites += 1
+            return stats
 
     async def collect_garbage(self, *, only_dirty: bool = False) -> int:
         """Delete objects whose every range is trimmed away or belongs to a
@@ -806,21 +818,4 @@ class S3StreamEngine:
         The metadata entries go first, so a crash in between leaves orphan
         objects (wasted space), never dangling metadata.
         """
-        self._gc_due = False
-        self._last_gc = time.monotonic()
-        dirty, self._gc_dirty = self._gc_dirty, set()
-        objs, stream_list = await self._run(self._gc_candidates, dirty if only_dirty else None)
-        streams = {s.stream_id: s for s in stream_list}
-
-        def dead(r: ObjectRange) -> bool:
-            s = streams.get(r.stream_id)
-            return s is None or s.deleted or r.end_offset <= s.start_offset
-
-        doomed = [o for o in objs if all(dead(r) for r in o.ranges)]
-        if not doomed:
-            return 0
-        await self._change_metadata(self._metadata.delete_objects, [o.object_id for o in doomed])
-        await self._objects.delete([o.key for o in doomed])
-        for o in doomed:
-            self._block_cache.invalidate(o.key)
-        return len(doomed)
+        return await self._gc.collect(only_dirty=only_dirty)

@@ -6,7 +6,8 @@ import asyncio
 import bisect
 from collections.abc import Awaitable
 
-from ingest.s3stream.api import StreamBatch
+from ingest.s3stream.api import BatchTransform, RewriteStats, StreamBatch
+from ingest.s3stream.compact.rewrite import split_runs, transform_runs
 from ingest.s3stream.errors import EngineClosedError, OffsetOutOfRangeError, UnknownStreamError
 
 __all__ = ["MemoryStreamEngine"]
@@ -35,6 +36,10 @@ class _MemoryStream:
 
     @property
     def confirm_offset(self) -> int:
+        return self._next
+
+    @property
+    def committed_end(self) -> int:
         return self._next
 
     def append(self, payload: bytes | memoryview, count: int) -> Awaitable[int]:
@@ -84,6 +89,30 @@ class _MemoryStream:
         del self._batches[:k]
         del self._bases[:k]
 
+    async def rewrite(
+        self, start_offset: int, end_offset: int, transform: BatchTransform
+    ) -> RewriteStats:
+        if self.deleted:
+            raise UnknownStreamError(f"stream {self._id} is deleted")
+        stats = RewriteStats()
+        end = min(end_offset, self._next)
+        lo = bisect.bisect_left(self._bases, start_offset)
+        hi = lo
+        while hi < len(self._batches) and self._batches[hi].end_offset <= end:
+            hi += 1
+        if hi == lo:
+            return stats
+        runs, changed = transform_runs(
+            split_runs(self._batches[lo:hi]), start_offset, end, transform, stats
+        )
+        if not changed:
+            return stats
+        new = [b for run in runs for b in run]
+        new = [StreamBatch(b.stream_id, b.base_offset, b.count, bytes(b.payload)) for b in new]
+        self._batches[lo:hi] = new  # one assignment: a reader sees old or new
+        self._bases[lo:hi] = [b.base_offset for b in new]
+        return stats
+
 
 class MemoryStreamEngine:
     """A :class:`~ingest.s3stream.api.StreamEngine` whose appends resolve at
@@ -93,6 +122,11 @@ class MemoryStreamEngine:
         self._streams: dict[int, _MemoryStream] = {}
         self._next_id = 1
         self._running = False
+
+    @property
+    def backpressure_ms(self) -> int:
+        """Always 0: nothing is uploaded, so nothing falls behind."""
+        return 0
 
     async def start(self) -> None:
         self._running = True

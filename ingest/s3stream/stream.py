@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ingest.s3stream.api import StreamBatch
+from ingest.s3stream.api import BatchTransform, RewriteStats, StreamBatch
 from ingest.s3stream.errors import OffsetOutOfRangeError, UnknownStreamError
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class S3Stream:
         self.committed_end = committed_end  # end of the data committed to objects
         self._inflight: deque[_Inflight] = deque()
         self.deleted = False
+        self.rewrites = 0  # raised by every rewrite: a fetch that saw one starts over
 
     def __repr__(self) -> str:
         return (
@@ -123,6 +124,16 @@ class S3Stream:
         Raises ``OffsetOutOfRangeError`` if ``start_offset`` is below
         ``start_offset`` or above ``confirm_offset``.
         """
+        for _ in range(3):
+            seen = self.rewrites
+            out = await self._fetch_once(start_offset, end_offset, max_bytes)
+            if self.rewrites == seen:
+                break
+        return out
+
+    async def _fetch_once(
+        self, start_offset: int, end_offset: int, max_bytes: int
+    ) -> list[StreamBatch]:
         if self.deleted:
             raise UnknownStreamError(f"stream {self._id} is deleted")
         if start_offset < self._start or start_offset > self._confirm:
@@ -176,3 +187,12 @@ class S3Stream:
             )
         await self._engine._trim(self, new_start_offset)
         self._start = max(self._start, new_start_offset)
+
+    async def rewrite(
+        self, start_offset: int, end_offset: int, transform: BatchTransform
+    ) -> RewriteStats:
+        """See :meth:`ingest.s3stream.api.Stream.rewrite`: only the part in
+        object storage (below ``committed_end``) is rewritten."""
+        if self.deleted:
+            raise UnknownStreamError(f"stream {self._id} is deleted")
+        return await self._engine._rewrite(self, start_offset, end_offset, transform)

@@ -4,6 +4,21 @@ Requests on a connection are dispatched as soon as they are framed, so a slow
 request (a long-polling Fetch, a Produce waiting for fsync) does not hold the
 ones behind it; responses are written strictly in request order, as Kafka
 clients require.
+
+What a connection may hold of the broker's memory and time is bounded:
+
+- A frame that arrives whole in one read is copied out and dispatched. A frame
+  that spans reads must first reserve its declared size from the listener's
+  :class:`RequestMemory`; while that cannot be granted the connection stops
+  reading (it holds at most the rest of one read), and reads again when other
+  frames complete. Bytes buffered for partial frames across all connections
+  therefore stay within ``max_buffered_request_bytes`` (a single frame larger
+  than the cap is admitted only when nothing else is reserved).
+- :func:`close_expired` closes connections whose started frame has not
+  completed within the request read timeout, and connections with nothing
+  in flight and no traffic for ``connections.max.idle.ms``.
+- :meth:`KafkaConnection.drain` (shutdown) stops reading requests, lets those
+  in flight finish and their responses go out, then half-closes.
 """
 
 from __future__ import annotations
@@ -12,10 +27,13 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["KafkaConnection", "Dispatch"]
+if TYPE_CHECKING:
+    from ingest.security.sasl import SecuritySession
+
+__all__ = ["KafkaConnection", "Dispatch", "RequestMemory", "ConnectionAbort", "close_expired"]
 
 log = logging.getLogger(__name__)
 
@@ -31,24 +49,92 @@ class ConnectionAbort(Exception):
     """Close the connection (malformed frame, unknown API...)."""
 
 
+class RequestMemory:
+    """Bytes reserved for frames being read, across the connections of a listener.
+
+    A reservation is granted when it fits under ``limit``, or when nothing is
+    reserved at all (so that one frame larger than the limit can still be
+    read, alone). Connections refused wait, not reading, and are offered the
+    memory again, oldest first, whenever some is released.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.reserved = 0
+        self._waiting: deque[KafkaConnection] = deque()
+
+    def try_reserve(self, nbytes: int) -> bool:
+        if self.reserved and self.reserved + nbytes > self.limit:
+            return False
+        self.reserved += nbytes
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self.reserved -= nbytes
+        if self._waiting:
+            self._wake()
+
+    def wait(self, conn: KafkaConnection) -> None:
+        self._waiting.append(conn)
+
+    def forget(self, conn: KafkaConnection) -> None:
+        try:
+            self._waiting.remove(conn)
+        except ValueError:
+            pass
+
+    def _wake(self) -> None:
+        # Every waiter that now fits, in arrival order; a large frame that does
+        # not fit yet does not hold back the small ones behind it.
+        for conn in list(self._waiting):
+            if conn.retry_admission():
+                self._waiting.remove(conn)
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(
         self,
         dispatch: Dispatch,
         max_request_bytes: int,
         on_close: Callable[[KafkaConnection], None],
+        memory: RequestMemory | None = None,
+        session: SecuritySession | None = None,
+        on_open: Callable[[KafkaConnection], None] | None = None,
     ) -> None:
         self._dispatch = dispatch
+        # called once the transport is up (after TLS's handshake): a connection
+        # whose handshake fails is never made, and never lost, so whoever
+        # tracks connections must add them here, not when the protocol is built
+        self._on_open = on_open
+        # TLS principal, SASL state: what the connection may send before it authenticated
+        self.session = session
         self._max = max_request_bytes
         self._on_close = on_close
-        self._buf = bytearray()
-        self._pos = 0
-        self._pending: deque[asyncio.Future[bytes | None] | bytes | None] = deque()
+        self._memory = memory if memory is not None else RequestMemory(2 * max_request_bytes)
+        # framing state
+        self._header = bytearray()  # a size prefix split across reads
+        self._frame: bytearray | None = None  # a frame split across reads
+        self._need = 0  # bytes the frame in ``_frame`` still needs
+        self._reserved = 0  # bytes reserved from ``_memory`` for it
+        self._held: bytes | None = None  # unread input while waiting for memory
+        self._held_size = 0  # the declared size waiting for a reservation
+        self._pending: deque[asyncio.Future[bytes | None]] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
+        self.frame_started: float | None = None  # when the current frame began
+        self._paused_at: float | None = None
         self._closing = False
+        self._draining = False
         self._reading_paused = False
         self._writing_paused = False
+        self._waiting_memory = False
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+        # Produce requests of this connection issue their appends in arrival
+        # order even when one waits for a partition moving here (a cluster):
+        # the idempotent sequences of pipelined requests must not overtake.
+        self.produce_order = asyncio.Lock()
 
     # --- asyncio callbacks ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -56,14 +142,25 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}" if peer else "?"
         transport.set_write_buffer_limits(high=8 * 1024 * 1024)  # type: ignore[attr-defined]
+        self.last_active = self._loop.time()
+        if self.session is not None:
+            self.session.on_connected(transport)
+        if self._on_open is not None:
+            self._on_open(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         for item in self._pending:
-            if isinstance(item, asyncio.Future) and not item.done():
+            if not item.done():
                 item.cancel()
         self._pending.clear()
+        self._drop_partial()
+        if not self.closed.done():
+            self.closed.set_result(None)
         self._on_close(self)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too (the transport closes once writes are flushed)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -74,34 +171,114 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        while not self._closing:
-            avail = len(buf) - self._pos
-            if avail < 4:
-                break
-            (size,) = _SIZE.unpack_from(buf, self._pos)
+        self.last_active = self._loop.time()
+        if self._draining or self._closing:
+            return  # shutting down: requests not yet read are not answered
+        self._consume(memoryview(data), 0)
+
+    # --- framing ---------------------------------------------------------------------
+    def _consume(self, view: memoryview, pos: int) -> None:
+        end = len(view)
+        while pos < end and not self._closing and not self._draining:
+            if self._frame is not None:  # continue a frame that spans reads
+                take = min(self._need, end - pos)
+                self._frame += view[pos : pos + take]
+                pos += take
+                self._need -= take
+                if self._need:
+                    return
+                frame, self._frame = self._frame, None
+                self._finish_frame()
+                self._handle(memoryview(frame).toreadonly())
+                continue
+            if self._header or end - pos < 4:  # a size prefix split across reads
+                take = min(4 - len(self._header), end - pos)
+                self._header += view[pos : pos + take]
+                pos += take
+                if len(self._header) < 4:
+                    self._start_clock()
+                    return
+                (size,) = _SIZE.unpack(self._header)
+                self._header.clear()
+            else:
+                (size,) = _SIZE.unpack_from(view, pos)
+                pos += 4
             if size < 0 or size > self._max:
                 log.warning(
                     "closing %s: request size %d outside [0, %d]", self.peer, size, self._max
                 )
                 self.abort()
                 return
-            if avail < 4 + size:
-                break
-            start = self._pos + 4
-            frame = memoryview(bytes(buf[start : start + size]))
-            self._pos = start + size
-            self._handle(frame)
-        if self._pos:
-            if self._pos >= len(buf):
-                buf.clear()
-            else:
-                del buf[: self._pos]
-            self._pos = 0
+            if end - pos >= size:  # the whole frame is here
+                whole = bytes(view[pos : pos + size])
+                pos += size
+                self.frame_started = None
+                self._handle(memoryview(whole))
+                continue
+            # The frame spans reads: it needs memory reserved for it first.
+            if not self._memory.try_reserve(size):
+                self._held = bytes(view[pos:])
+                self._held_size = size
+                self._waiting_memory = True
+                self._memory.wait(self)
+                self.frame_started = None
+                self._update_reading()
+                return
+            self._begin_frame(size)
+            self._frame = bytearray(view[pos:])
+            self._need = size - (end - pos)
+            return
+
+    def _begin_frame(self, size: int) -> None:
+        self._reserved = size
+        self.frame_started = self._loop.time()
+
+    def _start_clock(self) -> None:
+        if self.frame_started is None:
+            self.frame_started = self._loop.time()
+
+    def _finish_frame(self) -> None:
+        self.frame_started = None
+        reserved, self._reserved = self._reserved, 0
+        if reserved:
+            self._memory.release(reserved)
+
+    def retry_admission(self) -> bool:
+        """Called by :class:`RequestMemory` when memory was released: True
+        once this connection's waiting frame got its reservation."""
+        if not self._waiting_memory or self._closing:
+            return True
+        if not self._memory.try_reserve(self._held_size):
+            return False
+        self._waiting_memory = False
+        held, self._held = self._held or b"", None
+        size, self._held_size = self._held_size, 0
+        self._begin_frame(size)
+        self._frame = bytearray(held)
+        self._need = size - len(held)
+        # Resume from the event loop, not from inside another connection's callback.
+        self._loop.call_soon(self._update_reading)
+        return True
+
+    def _drop_partial(self) -> None:
+        self._frame = None
+        self._header.clear()
+        self._held = None
+        if self._waiting_memory:
+            self._waiting_memory = False
+            self._memory.forget(self)
+        self._finish_frame()
 
     # --- requests --------------------------------------------------------------------
     def _handle(self, frame: memoryview) -> None:
+        if self.session is not None:
+            # before SASL authentication, or a session expired without
+            # re-authentication (KIP-368): the request is refused, the connection closed
+            refused = self.session.refusal(int.from_bytes(frame[0:2], "big", signed=True))
+            if refused is not None:
+                log.info("closing %s: %s", self.peer, refused)
+                self.abort()
+                return
         try:
             result = self._dispatch(frame, self)
         except ConnectionAbort as exc:
@@ -125,11 +302,11 @@ class KafkaConnection(asyncio.Protocol):
         out: list[bytes] = []
         while self._pending:
             head = self._pending[0]
-            if not head.done():  # type: ignore[union-attr]
+            if not head.done():
                 break
             self._pending.popleft()
             try:
-                data = head.result()  # type: ignore[union-attr]
+                data = head.result()
             except asyncio.CancelledError:
                 continue
             except ConnectionAbort as exc:
@@ -144,17 +321,71 @@ class KafkaConnection(asyncio.Protocol):
                 out.append(data)
         if out:
             self.transport.writelines(out)
+            self.last_active = self._loop.time()
+        if self.session is not None and self.session.close_after_response:
+            # failed authentication: the error goes out, then, after Kafka's
+            # connection.failed.authentication.delay.ms, the connection closes
+            self._closing = True
+            self._loop.call_later(self.session.close_delay_s, self.transport.close)
+            return
+        if self._draining and not self._pending:
+            self._finish_drain()
+            return
         self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self._closing:
             return
-        should_pause = self._writing_paused or len(self._pending) >= _MAX_INFLIGHT
+        should_pause = (
+            self._writing_paused
+            or self._waiting_memory
+            or (self._draining and bool(self._pending))
+            or len(self._pending) >= _MAX_INFLIGHT
+        )
+        now = self._loop.time()
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
+            self._paused_at = now
         elif not should_pause and self._reading_paused:
             self.transport.resume_reading()
+            self._reading_paused = False
+            # Time spent held back by the broker does not count against the client.
+            if self.frame_started is not None and self._paused_at is not None:
+                self.frame_started += now - self._paused_at
+            self._paused_at = None
+
+    # --- shutdown ----------------------------------------------------------------------
+    def drain(self) -> None:
+        """Stop reading requests; answer those in flight, then half-close.
+
+        Input not yet framed is dropped unanswered (the client sees the
+        connection close after the responses it is owed and retries the rest
+        elsewhere). ``closed`` resolves when the connection is gone.
+        """
+        if self._draining or self._closing:
+            return
+        self._draining = True
+        self._drop_partial()
+        if self._pending:
+            self._update_reading()
+        else:
+            self._finish_drain()
+
+    def _finish_drain(self) -> None:
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        # Send FIN after the responses and keep reading (discarding) until the
+        # client closes: closing with unread input would reset the connection,
+        # and a reset can destroy responses the client has not read yet.
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:
+            transport.close()
+            return
+        if self._reading_paused:
+            transport.resume_reading()
             self._reading_paused = False
 
     def abort(self) -> None:
@@ -162,5 +393,43 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    # --- housekeeping --------------------------------------------------------------
+    def expired(self, now: float, idle_s: float, read_timeout_s: float) -> str | None:
+        """Why this connection should be closed now, or None."""
+        if self._closing or self._draining:
+            return None
+        if self.frame_started is not None:
+            if read_timeout_s > 0 and not self._reading_paused:
+                if now - self.frame_started > read_timeout_s:
+                    return f"request not completed within {read_timeout_s:g} s"
+            return None
+        if idle_s > 0 and not self._pending and not self._waiting_memory:
+            if now - self.last_active > idle_s:
+                return f"idle for more than {idle_s:g} s"
+        return None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes this connection holds of requests not yet framed."""
+        return (
+            len(self._header)
+            + (len(self._frame) if self._frame is not None else 0)
+            + (len(self._held) if self._held is not None else 0)
+        )
+
     def info(self) -> dict[str, Any]:
-        return {"peer": self.peer, "pending": len(self._pending)}
+        return {"peer": self.peer, "pending": len(self._pending), "buffered": self.buffered_bytes}
+
+
+def close_expired(
+    connections: Iterable[KafkaConnection], now: float, idle_s: float, read_timeout_s: float
+) -> int:
+    """Close every connection that is idle or slow beyond its limits; returns how many."""
+    closed = 0
+    for conn in list(connections):
+        reason = conn.expired(now, idle_s, read_timeout_s)
+        if reason is not None:
+            log.info("closing %s: %s", conn.peer, reason)
+            conn.abort()
+            closed += 1
+    return closed

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingest.handlers import api_table
@@ -22,7 +25,12 @@ from ingest.server.connection import ConnectionAbort, KafkaConnection
 if TYPE_CHECKING:
     from ingest.broker import Broker
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "RequestObserver"]
+
+RequestObserver = Callable[[int, float, Any, Any], None]
+"""Told of each answered request: (api key, seconds spent, request entity,
+response entity). Set as ``broker.request_observer`` before the broker starts;
+it runs on the event loop, so it must be cheap and must not raise."""
 
 log = logging.getLogger(__name__)
 _API_VERSIONS = 18
@@ -32,6 +40,7 @@ class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.table = api_table()
+        self.observer: RequestObserver | None = getattr(broker, "request_observer", None)
         self._background: set[asyncio.Task[Any]] = set()
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> Any:
@@ -55,7 +64,14 @@ class Dispatcher:
         except ProtocolError as exc:
             raise ConnectionAbort(str(exc)) from exc
         ctx = RequestContext(
-            self.broker, api_key, api_version, header.correlation_id, header.client_id, conn.peer
+            self.broker,
+            api_key,
+            api_version,
+            header.correlation_id,
+            header.client_id,
+            conn.peer,
+            getattr(conn, "session", None),  # test doubles may lack one
+            getattr(conn, "produce_order", None),
         )
         if spec.no_response is not None and spec.no_response(request):
             task = asyncio.ensure_future(spec.handler(ctx, request))
@@ -66,8 +82,11 @@ class Dispatcher:
         return self._run(ctx, spec.handler, request)
 
     async def _run(self, ctx: RequestContext, handler: Any, request: Any) -> bytes:
-        values = await handler(ctx, request)
-        entity = build(response_class(ctx.api_key, ctx.api_version), values)
+        started = time.perf_counter()
+        result = await handler(ctx, request)
+        entity = _response_entity(response_class(ctx.api_key, ctx.api_version), result)
+        if self.observer is not None:
+            self.observer(ctx.api_key, time.perf_counter() - started, request, entity)
         return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, entity)
 
     async def _unsupported_api_versions(self, correlation_id: int) -> bytes:
@@ -78,6 +97,29 @@ class Dispatcher:
             {"error_code": ErrorCode.unsupported_version, "api_keys": api_keys()},
         )
         return encode_response(_API_VERSIONS, 0, correlation_id, entity)
+
+
+def _response_entity(cls: type[Any], result: Any) -> Any:
+    """The response entity ``cls`` from what a handler returned: a mapping, or
+    a typed kio response entity of any version of the API (narrowed to ``cls``
+    by field name when it is another version)."""
+    if type(result) is cls:
+        return result
+    if isinstance(result, Mapping):
+        return build(cls, result)
+    return build(cls, _entity_fields(result))
+
+
+def _entity_fields(entity: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if dataclasses.is_dataclass(value):
+            value = _entity_fields(value)
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            value = tuple(_entity_fields(v) for v in value)
+        out[f.name] = value
+    return out
 
 
 def _close_if_failed(task: asyncio.Task[Any], conn: KafkaConnection) -> None:

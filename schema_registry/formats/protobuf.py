@@ -199,7 +199,9 @@ class ProtobufSchema(ParsedSchema):
     def compatibility_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, ProtobufSchema):
             return [f"TYPE_MISMATCH: cannot compare PROTOBUF with {writer.schema_type}"]
-        return _compare(self.proto, writer.proto) + _compare_imports(self._deps, writer._deps)
+        return _compare(self.proto, writer.proto, self._deps, writer._deps) + _compare_imports(
+            self._deps, writer._deps
+        )
 
 
 class ProtobufFormat(SchemaFormat):
@@ -289,12 +291,52 @@ def _type_name(name: str, package: str) -> str:
     return name[len(package) + 1 :] if package and name.startswith(package + ".") else name
 
 
+def _map_entries(
+    files: Sequence[descriptor_pb2.FileDescriptorProto],
+) -> dict[str, descriptor_pb2.DescriptorProto]:
+    """Map entry messages (``map<K, V>`` fields) by fully qualified type name (``.pkg.Msg.MEntry``)."""
+    out: dict[str, descriptor_pb2.DescriptorProto] = {}
+
+    def walk(prefix: str, msgs: Sequence[descriptor_pb2.DescriptorProto]) -> None:
+        for msg in msgs:
+            full = f"{prefix}.{msg.name}"
+            if msg.options.map_entry:
+                out[full] = msg
+            walk(full, msg.nested_type)
+
+    for proto in files:
+        walk(f".{proto.package}" if proto.package else "", proto.message_type)
+    return out
+
+
+class _Side:
+    """One side of a comparison: its package and the map entries its fields may name."""
+
+    __slots__ = ("package", "maps")
+
+    def __init__(self, package: str, maps: dict[str, descriptor_pb2.DescriptorProto]) -> None:
+        self.package = package
+        self.maps = maps
+
+    def map_entry(
+        self, field: descriptor_pb2.FieldDescriptorProto
+    ) -> descriptor_pb2.DescriptorProto | None:
+        if field.type != _F.TYPE_MESSAGE or field.label != _F.LABEL_REPEATED:
+            return None
+        return self.maps.get(field.type_name)
+
+
 def _compare(
-    reader: descriptor_pb2.FileDescriptorProto, writer: descriptor_pb2.FileDescriptorProto
+    reader: descriptor_pb2.FileDescriptorProto,
+    writer: descriptor_pb2.FileDescriptorProto,
+    reader_deps: Sequence[descriptor_pb2.FileDescriptorProto] = (),
+    writer_deps: Sequence[descriptor_pb2.FileDescriptorProto] = (),
 ) -> list[str]:
     errors: list[str] = []
     if reader.package != writer.package:
         errors.append(f"PACKAGE_CHANGED: from '{writer.package}' to '{reader.package}'")
+    r_side = _Side(reader.package, _map_entries([*reader_deps, reader]))
+    w_side = _Side(writer.package, _map_entries([*writer_deps, writer]))
     r_msgs = {_type_name(n, reader.package): m for n, m in _messages(reader)}
     for full, w_msg in _messages(writer):
         name = _type_name(full, writer.package)
@@ -302,7 +344,7 @@ def _compare(
         if r_msg is None:
             errors.append(f"MESSAGE_REMOVED: message '{name}' is missing")
             continue
-        errors += _compare_message(name, r_msg, w_msg, reader.package, writer.package)
+        errors += _compare_message(name, r_msg, w_msg, r_side, w_side)
     return errors
 
 
@@ -322,20 +364,74 @@ def _compare_imports(
         return out
 
     r_msgs, w_msgs = index(reader), index(writer)
+    r_side, w_side = _Side("", _map_entries(reader)), _Side("", _map_entries(writer))
     errors: list[str] = []
     for name, w_msg in w_msgs.items():
         r_msg = r_msgs.get(name)
         if r_msg is not None and r_msg is not w_msg:
-            errors += _compare_message(name, r_msg, w_msg, "", "")
+            errors += _compare_message(name, r_msg, w_msg, r_side, w_side)
     return errors
+
+
+_NAMED = (_F.TYPE_MESSAGE, _F.TYPE_ENUM, _F.TYPE_GROUP)
+_ENUM_AS_VARINT = {_F.TYPE_ENUM, _F.TYPE_INT32, _F.TYPE_INT64, _F.TYPE_UINT32, _F.TYPE_UINT64}
+# Values that are length-delimited on the wire: a singular reader keeps the last of a repeated
+# writer's values (messages merge), a repeated reader collects a singular writer's one value.
+_LABEL_FREE = {_F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE, _F.TYPE_GROUP}
+
+
+def _compare_types(
+    where: str,
+    r: descriptor_pb2.FieldDescriptorProto,
+    w: descriptor_pb2.FieldDescriptorProto,
+    r_side: _Side,
+    w_side: _Side,
+    *,
+    labels: bool = True,
+) -> list[str]:
+    """Why a field written as ``w`` cannot be read as ``r`` (Confluent's field rules).
+
+    A map is a kind of its own: map against non-map is a kind change, map against map compares
+    the key and the value types. A change between singular and repeated is compatible only for
+    length-delimited values (string, bytes, messages); numbers, bools and enums may be packed.
+    (Confluent sees no label on a proto3 field without ``optional``, so it lets such a numeric
+    field become repeated; packed values break a singular reader, so that is refused here.)"""
+    r_entry, w_entry = r_side.map_entry(r), w_side.map_entry(w)
+    if (r_entry is None) != (w_entry is None):
+        change = "from map" if w_entry is not None else "to map"
+        return [f"FIELD_KIND_CHANGED: {where} changed {change}"]
+    if r_entry is not None and w_entry is not None:
+        errors: list[str] = []
+        for number, part in ((1, "key"), (2, "value")):
+            r_part = next((f for f in r_entry.field if f.number == number), None)
+            w_part = next((f for f in w_entry.field if f.number == number), None)
+            if r_part is not None and w_part is not None:
+                errors += _compare_types(
+                    f"{where} map {part}", r_part, w_part, r_side, w_side, labels=False
+                )
+        return errors
+    if r.type in _NAMED or w.type in _NAMED:
+        if r.type != w.type:
+            if not {r.type, w.type} <= _ENUM_AS_VARINT:  # an enum is a varint on the wire
+                return [f"FIELD_KIND_CHANGED: {where}"]
+        elif _type_name(r.type_name, r_side.package) != _type_name(w.type_name, w_side.package):
+            return [f"FIELD_NAMED_TYPE_CHANGED: {where} from '{w.type_name}' to '{r.type_name}'"]
+    elif r.type != w.type and not any(r.type in g and w.type in g for g in _WIRE_GROUPS):
+        return [
+            f"FIELD_SCALAR_KIND_CHANGED: {where} from {_F.Type.Name(w.type)} to {_F.Type.Name(r.type)}"
+        ]
+    repeated_changed = (r.label == _F.LABEL_REPEATED) != (w.label == _F.LABEL_REPEATED)
+    if labels and repeated_changed and not {r.type, w.type} <= _LABEL_FREE:
+        return [f"FIELD_NUMERIC_LABEL_CHANGED: {where} repeated changed"]
+    return []
 
 
 def _compare_message(
     name: str,
     r_msg: descriptor_pb2.DescriptorProto,
     w_msg: descriptor_pb2.DescriptorProto,
-    r_package: str,
-    w_package: str,
+    r_side: _Side,
+    w_side: _Side,
 ) -> list[str]:
     errors: list[str] = []
     r_fields = {f.number: f for f in r_msg.field}
@@ -355,29 +451,7 @@ def _compare_message(
             if w.label == _F.LABEL_REQUIRED:
                 errors.append(f"REQUIRED_FIELD_REMOVED: {where}")
             continue
-        if (r.label == _F.LABEL_REPEATED) != (w.label == _F.LABEL_REPEATED):
-            errors.append(f"FIELD_KIND_CHANGED: {where} repeated changed")
-        named = (_F.TYPE_MESSAGE, _F.TYPE_ENUM, _F.TYPE_GROUP)
-        if r.type in named or w.type in named:
-            if r.type != w.type:
-                if {r.type, w.type} <= {
-                    _F.TYPE_ENUM,
-                    _F.TYPE_INT32,
-                    _F.TYPE_INT64,
-                    _F.TYPE_UINT32,
-                    _F.TYPE_UINT64,
-                }:
-                    pass  # an enum is a varint on the wire
-                else:
-                    errors.append(f"FIELD_KIND_CHANGED: {where}")
-            elif _type_name(r.type_name, r_package) != _type_name(w.type_name, w_package):
-                errors.append(
-                    f"FIELD_NAMED_TYPE_CHANGED: {where} from '{w.type_name}' to '{r.type_name}'"
-                )
-        elif r.type != w.type and not any(r.type in g and w.type in g for g in _WIRE_GROUPS):
-            errors.append(
-                f"FIELD_SCALAR_KIND_CHANGED: {where} from {_F.Type.Name(w.type)} to {_F.Type.Name(r.type)}"
-            )
+        errors += _compare_types(where, r, w, r_side, w_side)
         w_oneof, r_oneof = oneof(w_msg, w), oneof(r_msg, r)
         if w_oneof is None and r_oneof is not None:
             w_oneof_names = {d.name for d in w_msg.oneof_decl}

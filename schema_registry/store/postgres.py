@@ -19,13 +19,17 @@ _WRITE_LOCK_KEY = 0x7469_6465_7372  # "tidesr"
 
 class PostgresSchemaStore(SchemaStore):
     """Writes take ``pg_advisory_xact_lock`` so that id allocation and "same schema, same id"
-    hold across every process sharing the database; they commit before returning."""
+    hold across every process sharing the database; they commit before returning. A
+    ``schema`` is created if missing."""
 
     def __init__(self, dsn: str, *, schema: str | None = None, max_connections: int = 4) -> None:
         import psycopg2
         import psycopg2.pool
 
         self._errors: tuple[type[BaseException], ...] = (psycopg2.Error,)
+        if schema is not None and not schema.replace("_", "").isalnum():
+            raise StoreError(f"invalid PostgreSQL schema name {schema!r}")
+        self._schema = schema
         options = f"-c search_path={schema}" if schema else None
         try:
             self._pool: Any = (
@@ -54,6 +58,8 @@ class PostgresSchemaStore(SchemaStore):
                     if write:
                         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK_KEY,))
                         if not self._ready:
+                            if self._schema:  # created by the first process, under the lock
+                                cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
                             for ddl in SCHEMA_DDL:
                                 cur.execute(ddl)
                             self._ready = True

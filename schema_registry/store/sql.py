@@ -55,6 +55,12 @@ def _version(row: Sequence[Any]) -> SubjectVersion:
     return SubjectVersion(str(row[0]), int(row[1]), int(row[2]), bool(row[3]))
 
 
+def _holds_nul(args: Sequence[Any]) -> bool:
+    """A NUL in a looked-up key: PostgreSQL text cannot hold one (its driver refuses the
+    query), and the service never writes one, so no row matches, on either database."""
+    return any(isinstance(arg, str) and "\x00" in arg for arg in args)
+
+
 class SqlTransaction(StoreTransaction):
     """Runs the store operations on one DB-API cursor; ``param`` is the driver's placeholder."""
 
@@ -69,9 +75,13 @@ class SqlTransaction(StoreTransaction):
         return self._cur
 
     def _all(self, query: str, args: Sequence[Any] = ()) -> list[Any]:
+        if _holds_nul(args):
+            return []
         return list(self._exec(query, args).fetchall())
 
     def _one(self, query: str, args: Sequence[Any] = ()) -> Any:
+        if _holds_nul(args):
+            return None
         return self._exec(query, args).fetchone()
 
     def schema_by_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> StoredSchema | None:

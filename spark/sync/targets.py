@@ -7,8 +7,14 @@ mirror at a newer metadata file differs:
   the Glue table's ``VersionId`` (pyiceberg's own Glue commit path);
 * Hive Metastore: ``alter_table`` with the new ``metadata_location`` table parameter
   and the new schema in the storage descriptor (as pyiceberg's Hive commit does);
-* any other catalog (Iceberg REST, SQL): drop the entry (never the files) and
-  register again, since the REST protocol has no "set metadata location" call.
+* SQL catalog: one ``UPDATE`` of the table's row, guarded by the old location
+  (``catalog.repoint``);
+* any other catalog (Iceberg REST): ``register`` with ``overwrite``, the REST
+  protocol's one-step re-point. A target that refuses it keeps its old entry
+  and the table is reported as an error.
+
+Re-pointing never drops the entry first, so a reader of the target always
+finds the table, at its old or its new metadata file.
 """
 
 from __future__ import annotations
@@ -16,8 +22,12 @@ from __future__ import annotations
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.hive import HiveCatalog
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.serializers import FromInputFile
+
+from catalog.repoint import repoint_sql_table
+from spark.errors import CatalogSyncError
 
 __all__ = ["MirrorTarget", "mirror_target"]
 
@@ -40,11 +50,26 @@ class MirrorTarget:
         self.catalog.register_table(identifier, metadata_location)
 
     def update(self, identifier: str, old: str, new: str) -> None:
-        self.catalog.drop_table(identifier)  # the catalog entry only: files stay
-        self.catalog.register_table(identifier, new)
+        try:
+            self.catalog.register_table(identifier, new, overwrite=True)
+        except NotImplementedError as exc:  # pyiceberg's answer to a 406
+            raise CatalogSyncError(
+                f"{self.catalog.name} cannot re-point {identifier} in one step "
+                f"(register with overwrite is unsupported); it stays at {old}"
+            ) from exc
 
     def drop(self, identifier: str) -> None:
         self.catalog.drop_table(identifier)
+
+
+class SqlMirrorTarget(MirrorTarget):
+    kind = "sql"
+    catalog: SqlCatalog
+
+    def update(self, identifier: str, old: str, new: str) -> None:
+        ident = self.catalog.identifier_to_tuple(identifier)
+        # Compare-and-set on the old location: a concurrent change is not lost.
+        repoint_sql_table(self.catalog, ident, new, expected=old)
 
 
 class GlueMirrorTarget(MirrorTarget):
@@ -136,4 +161,6 @@ def mirror_target(catalog: Catalog) -> MirrorTarget:
         return GlueMirrorTarget(catalog)
     if isinstance(catalog, HiveCatalog):
         return HiveMirrorTarget(catalog)
+    if isinstance(catalog, SqlCatalog):
+        return SqlMirrorTarget(catalog)
     return MirrorTarget(catalog)

@@ -74,4 +74,4 @@ def test_table_topic_status_preview_and_metrics(tidelake: TidelakeProcess) -> No
 
     metrics = httpx.get(f"{tidelake.http_url}/metrics", timeout=10).text
     assert 'tidelake_table_topic_lag{topic="clicks"} 0' in metrics
-    assert 'tidelake_table_topic_rows_committed{topic="clicks"} 200' in metrics
+    assert 'tidelake_table_topic_rows_committed_total{topic="clicks"} 200' in metrics

@@ -56,6 +56,8 @@ class LogCache:
         self._evictable: deque[tuple[int, CacheEntry]] = deque()
         self._bytes = 0
         self._unuploaded_bytes = 0
+        self.hits = 0  # reads ``get`` answered (read by metrics)
+        self.misses = 0  # reads that go on to object storage
 
     @property
     def size(self) -> int:
@@ -88,13 +90,17 @@ class LogCache:
         and ``max_bytes`` (at least one). Empty if ``start`` is not cached."""
         log = self._streams.get(stream_id)
         if log is None or log.head >= len(log.entries):
+            self.misses += 1
             return []
         i = bisect.bisect_right(log.bases, start, lo=log.head) - 1
         if i < log.head:
+            self.misses += 1
             return []
         entries = log.entries
         if entries[i].batch.end_offset <= start:
+            self.misses += 1
             return []
+        self.hits += 1
         out: list[StreamBatch] = []
         total = 0
         n = len(entries)

@@ -94,7 +94,11 @@ class Compactor:
         on_deleted: Callable[[str], None] = lambda _key: None,
         run: ThreadRunner | None = None,
         limiter: NetworkRateLimiter | None = None,
+        prefix: str = "",
     ) -> None:
+        self._prefix = prefix
+        """Only objects whose keys start with it are compacted: in a cluster
+        each broker compacts what it wrote, so no two pick the same object."""
         self._limiter = limiter or NetworkRateLimiter(0, {})
         self._run = run if run is not None else ThreadRunner(1, "s3stream-compact")
         self._metadata = metadata
@@ -166,7 +170,11 @@ class Compactor:
 
     async def run_once(self) -> int:
         """One pass; returns how many objects were replaced."""
-        objs = await self._run(self._metadata.list_objects)
+        objs = [
+            o
+            for o in await self._run(self._metadata.list_objects)
+            if o.key.startswith(self._prefix)
+        ]
         streams = {s.stream_id: s for s in await self._run(self._metadata.list_streams)}
         picked = self.pick(objs, streams)
         if not picked:
@@ -249,19 +257,34 @@ class Compactor:
 
     async def _write(self, kind: str, runs: list[list[StreamBatch]]) -> ObjectRecord:
         """Encode and put one object (not committed)."""
-        object_id = await self._run(self._metadata.next_object_id)
-        key = self._key_for(object_id, kind)
-
-        def build() -> tuple[bytearray, list[ObjectRange]]:
-            buffers, index = encode(runs)
-            return concat(buffers), [
-                ObjectRange(e.stream_id, e.start_offset, e.end_offset, e.position, e.length)
-                for e in index
-            ]
-
-        body, new_ranges = await self._run(build)
-        await self._limiter.acquire(TrafficClass.COMPACTION, len(body))
-        await self._objects.put(key, body)
-        return ObjectRecord(
-            object_id, key, len(body), kind, tuple(new_ranges), int(time.time() * 1000)
+        return await put_object(
+            self._metadata, self._objects, self._key_for, self._run, self._limiter, kind, runs
         )
+
+
+async def put_object(
+    metadata: MetadataStore,
+    objects: ObjectStore,
+    key_for: Callable[[int, str], str],
+    run: ThreadRunner,
+    limiter: NetworkRateLimiter,
+    kind: str,
+    runs: list[list[StreamBatch]],
+) -> ObjectRecord:
+    """Encode ``runs`` into one new object and put it, as compaction traffic;
+    the record to commit (nothing is committed here). The compactor and the
+    stream rewriter both write their objects so."""
+    object_id = await run(metadata.next_object_id)
+    key = key_for(object_id, kind)
+
+    def build() -> tuple[bytearray, list[ObjectRange]]:
+        buffers, index = encode(runs)
+        return concat(buffers), [
+            ObjectRange(e.stream_id, e.start_offset, e.end_offset, e.position, e.length)
+            for e in index
+        ]
+
+    body, new_ranges = await run(build)
+    await limiter.acquire(TrafficClass.COMPACTION, len(body))
+    await objects.put(key, body)
+    return ObjectRecord(object_id, key, len(body), kind, tuple(new_ranges), int(time.time() * 1000))

@@ -40,6 +40,7 @@ from botocore.httpsession import get_cert_path
 
 from ingest.s3stream.errors import ObjectNotFoundError
 from ingest.s3stream.objectstore.buffers import ReadBufferPool
+from ingest.s3stream.objectstore.health import ObjectStoreHealth
 
 __all__ = ["DirectGetter"]
 
@@ -81,8 +82,10 @@ class DirectGetter:
         connect_timeout: float,
         read_timeout: float,
         buffer_bytes: int,
+        health: ObjectStoreHealth | None = None,
     ) -> None:
         self._credentials = credentials
+        self._health = health
         self.buffers = ReadBufferPool(buffer_bytes)
         self._region = client.meta.region_name or "us-east-1"
         # The URL botocore would send a GET of this bucket to (endpoint,
@@ -155,8 +158,9 @@ class DirectGetter:
         for attempt in (0, 1):
             try:
                 conn, reused = self._connection()
-            except OSError:
+            except OSError as e:
                 self.fallbacks += 1
+                self._record(type(e).__name__)
                 return None
             try:
                 conn.request("GET", path, headers=sent)
@@ -166,11 +170,12 @@ class DirectGetter:
                 else:
                     body = resp.read()
                 break
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as e:
                 self._drop(conn)
                 if reused and attempt == 0:
                     continue  # the server closed the idle connection: once more, anew
                 self.fallbacks += 1
+                self._record(type(e).__name__)
                 return None
         else:  # pragma: no cover - the loop breaks or returns
             return None
@@ -179,16 +184,24 @@ class DirectGetter:
         if resp.status in _BODY_STATUSES:
             self.gets += 1
             self._refusals = 0
+            self._record(None)
             return body
         if resp.status == 416:
             self.gets += 1
+            self._record(None)
             return b""
         if resp.status == 404:
             m = _CODE.search(body)
             if m is not None and m.group(1) == b"NoSuchKey":
                 self.gets += 1
+                self._record(None)
                 raise ObjectNotFoundError(f"NoSuchKey: {key}")
         self.fallbacks += 1
+        if resp.status >= 500 or resp.status == 429:
+            m = _CODE.search(body)
+            self._record(
+                f"{resp.status} {m.group(1).decode(errors='replace') if m else ''}".strip()
+            )
         if resp.status in _PERMANENT_STATUSES:
             self._refusals += 1
             if self._refusals >= _PERMANENT_LIMIT and self.enabled:
@@ -202,6 +215,10 @@ class DirectGetter:
                     self._refusals,
                 )
         return None
+
+    def _record(self, failure: str | None) -> None:
+        if self._health is not None:
+            self._health.attempt("GetObject", failure)
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection, and whether it served a request before."""

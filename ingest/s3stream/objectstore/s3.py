@@ -15,10 +15,12 @@ retriable, so the put is retried (a multipart put from the start).
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import io
 import logging
 import random
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -31,6 +33,7 @@ from ingest.errors import StorageError
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
 from ingest.s3stream.objectstore.direct_get import DirectGetter
+from ingest.s3stream.objectstore.health import ObjectStoreHealth
 
 __all__ = ["S3ObjectStore"]
 
@@ -39,6 +42,51 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _MIB = 1024 * 1024
 _CONFLICT_ATTEMPTS = 6  # tries of a create-only put that meets 409 ConditionalRequestConflict
+# error codes that say "try again later" whatever their HTTP status
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestLimitExceeded",
+        "TooManyRequests",
+    }
+)
+# codes that answer the request (the key is missing, exists, or moved on):
+# not failures of the store
+_ANSWER_CODES = frozenset(
+    {
+        "NoSuchKey",
+        "404",
+        "NotFound",
+        "PreconditionFailed",
+        "412",
+        "InvalidRange",
+        "ConditionalRequestConflict",
+        "NoSuchUpload",
+    }
+)
+
+
+def _attempt_failure(response: Any, caught_exception: BaseException | None) -> str | None:
+    """What went wrong with one botocore attempt, or ``None`` if S3 answered."""
+    if caught_exception is not None:
+        return type(caught_exception).__name__
+    if not response:
+        return None
+    http, parsed = response
+    status = int(getattr(http, "status_code", 0) or 0)
+    code = str((parsed or {}).get("Error", {}).get("Code", "") or "")
+    if status >= 500 or status == 429 or code in _TRANSIENT_CODES:
+        return f"{status} {code}".strip()
+    return None
+
+
+def _error_code(e: ClientError) -> str:
+    return str(e.response.get("Error", {}).get("Code", ""))
 
 
 class _ConditionalConflictError(StorageError):
@@ -103,6 +151,11 @@ class S3ObjectStore:
     :mod:`~ingest.s3stream.objectstore.direct_get`; on by default) and
     ``read_buffer_bytes`` (recycled buffers for large reads kept for the block
     cache: size it to the block cache plus the read-ahead in flight).
+
+    ``health`` (:class:`~ingest.s3stream.objectstore.health.ObjectStoreHealth`)
+    records every attempt (through botocore's ``needs-retry`` event, and the
+    direct GETs) and every call: it logs degraded storage and feeds the
+    metrics and status.
     """
 
     def __init__(
@@ -158,6 +211,14 @@ class S3ObjectStore:
         self._client: Any = session.client(
             "s3", endpoint_url=endpoint_url, region_name=region, config=config
         )
+        self._new_client = functools.partial(
+            session.client, "s3", endpoint_url=endpoint_url, region_name=region
+        )
+        self._config = config
+        self._single: S3ObjectStore | None = None  # see without_retries()
+        self._owns_resources = True
+        self.health = ObjectStoreHealth(f"object storage s3://{bucket}/{self._prefix}")
+        self._client.meta.events.register("needs-retry.s3", self._on_attempt)
         self._direct: DirectGetter | None = None
         credentials = session.get_credentials()
         if direct_get and DirectGetter.usable(self._client, credentials):
@@ -169,6 +230,7 @@ class S3ObjectStore:
                     connect_timeout=connect_timeout,
                     read_timeout=read_timeout,
                     buffer_bytes=read_buffer_bytes,
+                    health=self.health,
                 )
             except Exception:  # noqa: BLE001 - an optimisation; boto3 serves every GET
                 log.warning("direct S3 GETs unavailable; GETs go through boto3", exc_info=True)
@@ -176,16 +238,59 @@ class S3ObjectStore:
     def _full(self, key: str) -> str:
         return self._prefix + key
 
-    async def _call(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    def without_retries(self) -> S3ObjectStore:
+        """This store with botocore making one attempt per request (same
+        bucket, prefix, threads, request slots, health and direct GETs), for a
+        caller that retries on its own schedule: the object WAL's puts (see
+        :mod:`~ingest.s3stream.objectstore.retry`). Closing this store closes
+        it; closing the view closes only its client."""
+        if self._single is None:
+            view = copy.copy(self)
+            view._client = self._new_client(
+                config=self._config.merge(
+                    Config(retries={"mode": "standard", "total_max_attempts": 1})
+                )
+            )
+            view._client.meta.events.register("needs-retry.s3", view._on_attempt)
+            view._single = view
+            view._owns_resources = False
+            self._single = view
+        return self._single
+
+    def _on_attempt(
+        self,
+        response: Any = None,
+        caught_exception: BaseException | None = None,
+        operation: Any = None,
+        attempts: int = 1,
+        **_: Any,
+    ) -> None:
+        """botocore's ``needs-retry`` hook, after every attempt (in the
+        calling thread); decides nothing, only records."""
+        self.health.attempt(
+            getattr(operation, "name", "S3"),
+            _attempt_failure(response, caught_exception),
+            retry=attempts > 1,
+        )
+
+    async def _call(self, op: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` in an S3 thread, S3 errors mapped to ours;
+        recorded in ``health`` as one ``op`` call."""
         async with self._sem:
+            loop = asyncio.get_running_loop()
+            started = time.monotonic()
+            error: str | None = None
             try:
-                loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(
                     self._executor, functools.partial(fn, *args, **kwargs)
                 )
             except ClientError as e:
-                code = str(e.response.get("Error", {}).get("Code", ""))
+                code = _error_code(e)
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if code not in _ANSWER_CODES:
+                    # "503 SlowDown: ...", as an attempt's failure is recorded
+                    what = f"{status or ''} {code or type(e).__name__}".strip()
+                    error = f"{what}: {e}"
                 if code in ("NoSuchKey", "404", "NotFound"):
                     raise ObjectNotFoundError(str(e)) from e
                 if code in ("PreconditionFailed", "412") or status == 412:
@@ -193,6 +298,13 @@ class S3ObjectStore:
                 if code == "ConditionalRequestConflict":
                     raise _ConditionalConflictError(f"S3 error: {e}") from e
                 raise StorageError(f"S3 error: {e}") from e
+            except (ObjectNotFoundError, ObjectExistsError):
+                raise
+            except Exception as e:
+                error = f"{type(e).__name__}: {e}"
+                raise
+            finally:
+                self.health.call(op, time.monotonic() - started, error)
 
     async def put(
         self, key: str, data: bytes | bytearray | memoryview, *, if_absent: bool = False
@@ -215,6 +327,7 @@ class S3ObjectStore:
         if len(data) < self._multipart_threshold:
             body = data if isinstance(data, bytes | bytearray) else ViewReader(data)
             await self._call(
+                "PutObject",
                 self._client.put_object,
                 Bucket=self._bucket,
                 Key=self._full(key),
@@ -227,7 +340,10 @@ class S3ObjectStore:
     async def _put_multipart(self, key: str, view: memoryview, condition: dict[str, str]) -> None:
         full = self._full(key)
         created = await self._call(
-            self._client.create_multipart_upload, Bucket=self._bucket, Key=full
+            "CreateMultipartUpload",
+            self._client.create_multipart_upload,
+            Bucket=self._bucket,
+            Key=full,
         )
         upload_id = created["UploadId"]
 
@@ -235,6 +351,7 @@ class S3ObjectStore:
             # no copy of the part here: on the event loop, copying every part
             # of a 64 MiB compaction output at once stalled it for ~30 ms
             resp = await self._call(
+                "UploadPart",
                 self._client.upload_part,
                 Bucket=self._bucket,
                 Key=full,
@@ -249,6 +366,7 @@ class S3ObjectStore:
                 *(part(i + 1, lo) for i, lo in enumerate(range(0, len(view), self._part_size)))
             )
             await self._call(
+                "CompleteMultipartUpload",
                 self._client.complete_multipart_upload,
                 Bucket=self._bucket,
                 Key=full,
@@ -259,6 +377,7 @@ class S3ObjectStore:
         except BaseException:
             try:
                 await self._call(
+                    "AbortMultipartUpload",
                     self._client.abort_multipart_upload,
                     Bucket=self._bucket,
                     Key=full,
@@ -269,7 +388,7 @@ class S3ObjectStore:
             raise
 
     async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
-        data: bytes = await self._call(self._reader(key, start, end, pooled=False))
+        data: bytes = await self._call("GetObject", self._reader(key, start, end, pooled=False))
         return data
 
     async def get_then(
@@ -284,7 +403,7 @@ class S3ObjectStore:
         def read_then() -> T:
             return then(read())
 
-        result: T = await self._call(read_then)
+        result: T = await self._call("GetObject", read_then)
         return result
 
     def _reader(
@@ -319,6 +438,7 @@ class S3ObjectStore:
         for i in range(0, len(keys), 1000):
             chunk = keys[i : i + 1000]
             resp = await self._call(
+                "DeleteObjects",
                 self._client.delete_objects,
                 Bucket=self._bucket,
                 Delete={"Objects": [{"Key": self._full(k)} for k in chunk], "Quiet": True},
@@ -336,12 +456,17 @@ class S3ObjectStore:
                     out.append(ObjectInfo(item["Key"][len(self._prefix) :], int(item["Size"])))
             return out
 
-        result: list[ObjectInfo] = await self._call(run)
+        result: list[ObjectInfo] = await self._call("ListObjectsV2", run)
         result.sort(key=lambda o: o.key)
         return result
 
     async def close(self) -> None:
+        if not self._owns_resources:
+            await asyncio.to_thread(self._client.close)
+            return
         if self._direct is not None:
             await asyncio.to_thread(self._direct.close)
         await asyncio.to_thread(self._client.close)
+        if self._single is not None:
+            await asyncio.to_thread(self._single._client.close)
         self._executor.shutdown(wait=False)

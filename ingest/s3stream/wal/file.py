@@ -286,6 +286,8 @@ class FileWriteAheadLog:
             raise StorageError(f"record of {length} bytes is too large for the WAL")
         size = _HEADER.size + length
         position = self._next_position
+        # first, as it can fail: a position taken by no record would be a hole
+        header = _encode_header(stream_id, base_offset, count, payload, position)
         new_segment = False
         if (
             position > self._active_start
@@ -296,7 +298,6 @@ class FileWriteAheadLog:
             new_segment = True
         self._next_position = position + size
         future: asyncio.Future[None] = self._loop.create_future()
-        header = _encode_header(stream_id, base_offset, count, payload, position)
         with self._cond:
             self._pending.append(_Pending(position, new_segment, header, payload, future))
             if len(self._pending) == 1:

@@ -32,9 +32,17 @@ Write path: ``append`` queues a record. A writer task gathers what is queued
 for up to ``batch_interval_ms`` (or until ``batch_bytes``) and puts it as one
 object, create-only (up to ``max_in_flight`` puts at once). The appends'
 futures resolve strictly in position order, once every earlier object is in
-too. A failed put is retried with capped exponential backoff and jitter until
-it succeeds or the log is closed: while the store is down, acknowledgements
-stall (the engine then applies backpressure) and nothing is dropped.
+too. WAL puts make one attempt per store call (the store's own retries, with
+their backoff of seconds, would stall every later acknowledgement) and are
+retried per :class:`~ingest.s3stream.objectstore.retry.WalPutPolicy`: at
+once, then after 50-250 ms, backing off to seconds only while the store keeps
+failing; a put not answered after ``hedge_after_s`` gets a second, identical
+one (the same key and body, create-only: whichever lands, the other finds
+the same bytes there, below). A put is retried until it succeeds or the log
+is closed: while the store is down, acknowledgements stall (the engine then
+applies backpressure) and nothing is dropped. A duplicate that lands after
+its object was trimmed is below the epoch's newest mark: recovery deletes
+it, like any object below the mark.
 
 Fencing: a successor puts a fence, create-only, at the key where an epoch's
 next object would go. Whichever of the two create-only puts lands first
@@ -85,7 +93,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import random
 import secrets
 import time
 from collections import deque
@@ -95,6 +102,7 @@ from dataclasses import dataclass, field
 from ingest.errors import StorageError
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError, WalFencedError
 from ingest.s3stream.objectstore.api import ObjectInfo, ObjectStore
+from ingest.s3stream.objectstore.retry import WalPutPolicy, single_attempt
 from ingest.s3stream.wal.api import WalAppend, WalRecord
 from ingest.s3stream.wal.codec import HEADER, encode_header, scan_records
 
@@ -109,6 +117,7 @@ _MAX_RECORD = 0x7FFFFFFF
 _FENCE_MAGIC = b"TIDELAKE-WAL-FENCE\n"
 _NONCE_HEX = 16
 _FENCE_SIZE = len(_FENCE_MAGIC) + 20 + 1 + _NONCE_HEX + 1
+_ATTEMPTS_PER_TRY = 3  # concurrent attempts of one WAL put (hedges, replacements)
 
 
 def _fence_body(epoch: int, nonce: str) -> bytes:
@@ -177,17 +186,21 @@ class ObjectWriteAheadLog:
         batch_interval_ms: float = 5.0,
         batch_bytes: int = 4 * 1024 * 1024,
         max_in_flight: int = 4,
-        retry_initial_s: float = 0.1,
+        retry_initial_s: float = 0.25,
         retry_max_s: float = 5.0,
         close_timeout_s: float = 30.0,
+        put_policy: WalPutPolicy | None = None,
     ) -> None:
         self._store = store
+        self._policy = put_policy or WalPutPolicy(
+            slow_initial_s=retry_initial_s, slow_max_s=retry_max_s
+        )
+        # WAL object puts (and their read-backs) retry on the policy's schedule
+        self._put_store = store if self._policy.store_retries else single_attempt(store)
         self._prefix = prefix
         self._interval = batch_interval_ms / 1000
         self._batch_bytes = batch_bytes
         self._max_in_flight = max_in_flight
-        self._retry_initial = retry_initial_s
-        self._retry_max = retry_max_s
         self._close_timeout = close_timeout_s
         self._objects: deque[tuple[int, int, str]] = deque()  # (start, end, key) stored
         self._epoch = 0
@@ -212,6 +225,8 @@ class ObjectWriteAheadLog:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.puts = 0  # objects put (tests, benchmarks)
         self.put_retries = 0
+        self.put_hedges = 0  # second puts of a key whose first had not answered
+        self._sleep = asyncio.sleep  # (tests record the waits)
 
     @property
     def next_position(self) -> int:
@@ -449,10 +464,11 @@ class ObjectWriteAheadLog:
             raise StorageError(f"record of {length} bytes is too large for the WAL")
         size = HEADER.size + length
         position = self._next_position
+        # the CRC binds the position within the epoch, as the object keys name it;
+        # encoded first, as it can fail: a position taken by no record would be a hole
+        header = encode_header(stream_id, base_offset, count, payload, position - self._base)
         self._next_position = position + size
         future: asyncio.Future[None] = self._loop.create_future()
-        # the CRC binds the position within the epoch, as the object keys name it
-        header = encode_header(stream_id, base_offset, count, payload, position - self._base)
         if not self._queue:
             self._queued_since = time.monotonic()
             self._wake.set()
@@ -507,26 +523,70 @@ class ObjectWriteAheadLog:
 
     async def _put_object(self, key: str, body: bytes) -> bool:
         """Put ``body`` create-only, retrying failures; False once the log is fenced."""
-        delay = self._retry_initial
+        schedule = self._policy.schedule()
+        started = time.monotonic()
         while self._fenced is None:
             try:
-                try:
-                    await self._store.put(key, body, if_absent=True)
-                    return True
-                except ObjectExistsError:
-                    existing = await self._store.get(key)
-                    if existing == body:
-                        return True  # an earlier attempt of this put landed
-                    self._fence_log(f"WAL object {key} was fenced by a later recovery")
-                    return False
+                return await self._hedged_put(key, body)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - retried until it lands
                 self.put_retries += 1
-                log.warning("WAL object put %s failed (%s); retrying", key, e)
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, self._retry_max)
+                delay = schedule.next_delay(time.monotonic() - started)
+                log.warning("WAL object put %s failed (%s); retrying in %.2f s", key, e, delay)
+                await self._sleep(delay)
         return False
+
+    async def _hedged_put(self, key: str, body: bytes) -> bool:
+        """One try of the put: another identical put when no attempt has
+        answered for ``hedge_after_s``, or when one failed while an earlier
+        one is still unanswered (up to ``_ATTEMPTS_PER_TRY`` attempts). The
+        first success wins (the rest are cancelled); it fails only if every
+        attempt did."""
+        hedge = self._policy.hedge_after_s
+        if hedge is None:
+            return await self._put_once(key, body)
+        pending = {asyncio.ensure_future(self._put_once(key, body))}
+        launched = 1
+        error: BaseException | None = None
+        try:
+            while pending:
+                more = launched < _ATTEMPTS_PER_TRY
+                done, pending = await asyncio.wait(
+                    pending, timeout=hedge if more else None, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    if task.exception() is None:
+                        return task.result()
+                    error = task.exception()
+                if more and pending and self._fenced is None:
+                    # unanswered (a slow request), or a failure next to one
+                    if done:
+                        self.put_retries += 1
+                    else:
+                        self.put_hedges += 1
+                    pending.add(asyncio.ensure_future(self._put_once(key, body)))
+                    launched += 1
+        finally:
+            for task in pending:
+                task.cancel()
+        assert error is not None
+        raise error
+
+    async def _put_once(self, key: str, body: bytes) -> bool:
+        """One create-only put; True once ``body`` is at ``key`` (put now, or by
+        an earlier or concurrent attempt of this put), False if a later
+        recovery's fence is there (the log is fenced then)."""
+        try:
+            await self._put_store.put(key, body, if_absent=True)
+            return True
+        except ObjectExistsError:
+            existing = await self._put_store.get(key)
+            if existing == body:
+                return True  # an earlier attempt of this put landed
+            if self._fenced is None:
+                self._fence_log(f"WAL object {key} was fenced by a later recovery")
+            return False
 
     def _fence_log(self, reason: str) -> None:
         """A successor took the log over: fail every unacknowledged append, accept no more."""

@@ -187,6 +187,11 @@ def test_cli_on_the_embedded_catalog(data_dir, sales, capsys) -> None:
     ns, name = sales
     assert cli_main(["tables", "list", "--data-dir", str(data_dir), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert {"namespace": [ns], "name": name, "identifier": f"{ns}.{name}"} in listed
+    assert {
+        "namespace": [ns],
+        "name": name,
+        "identifier": f"{ns}.{name}",
+        "format": "iceberg",
+    } in listed
     assert cli_main(["tables", "describe", f"{ns}.nope", "--data-dir", str(data_dir)]) == 1
     assert "does not exist" in capsys.readouterr().err

@@ -31,7 +31,9 @@ def _iceberg_jar() -> str | None:
 def spark(server_url: str) -> Iterator[Any]:
     jar = _iceberg_jar()
     if jar is None or shutil.which("java") is None:
-        pytest.fail("needs Java, pyspark==3.5.9 and snowpark-connect-deps-iceberg==1.0.2: run scripts/dev.sh install")
+        pytest.fail(
+            "needs Java, pyspark==3.5.9 and snowpark-connect-deps-iceberg==1.0.2: run scripts/dev.sh install"
+        )
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -132,3 +134,18 @@ def test_spark_nested_namespaces(spark: Any, spark_ns: str, rest: RestCatalog) -
     spark.sql(f"INSERT INTO tl.{ns}.inner.t VALUES (1), (2)")
     assert rest.load_table((ns, "inner", "t")).scan().to_arrow().num_rows == 2
     assert rest.list_namespaces(ns) == [(ns, "inner")]
+
+
+def test_spark_namespaces_with_percent_and_spaces(
+    spark: Any, spark_ns: str, rest: RestCatalog
+) -> None:
+    # Iceberg's Java client encodes the parent query parameter once, as the spec says.
+    top = f"`{spark_ns}%25 x`"
+    spark.sql(f"CREATE NAMESPACE tl.{top}")
+    spark.sql(f"CREATE NAMESPACE tl.{top}.`in%ner`")
+    listed = [r[0] for r in spark.sql(f"SHOW NAMESPACES IN tl.{top}").collect()]
+    assert listed == [f"{top}.`in%ner`"]
+    assert rest.list_namespaces(f"{spark_ns}%25 x") == [(f"{spark_ns}%25 x", "in%ner")]
+    spark.sql(f"CREATE TABLE tl.{top}.`in%ner`.t (id INT) USING iceberg")
+    spark.sql(f"INSERT INTO tl.{top}.`in%ner`.t VALUES (1)")
+    assert rest.load_table((f"{spark_ns}%25 x", "in%ner", "t")).scan().to_arrow().num_rows == 1

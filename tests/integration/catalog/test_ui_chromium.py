@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 from html.parser import HTMLParser
 
 import pyarrow as pa
@@ -12,7 +9,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.types import IntegerType
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.support.chromium import dump_dom
 
 
 class _Visible(HTMLParser):
@@ -49,30 +46,10 @@ class _Visible(HTMLParser):
 
 
 def render(url: str) -> _Visible:
-    with tempfile.TemporaryDirectory() as profile:
-        out = subprocess.run(
-            [
-                CHROMIUM or "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                f"--user-data-dir={profile}",
-                "--virtual-time-budget=10000",
-                "--dump-dom",
-                url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=True,
-        )
-    assert 'data-state="ready"' in out.stdout, "the page's script did not finish"
+    dom = dump_dom(url)
+    assert 'data-state="ready"' in dom, "the page's script did not finish"
     page = _Visible()
-    page.feed(out.stdout)
+    page.feed(dom)
     return page
 
 

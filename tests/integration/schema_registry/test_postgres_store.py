@@ -19,6 +19,7 @@ DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 def _admin() -> object:
     import psycopg2
+
     try:
         conn = psycopg2.connect(DSN, connect_timeout=3)
     except psycopg2.OperationalError as exc:  # pragma: no cover - no server here
@@ -126,5 +127,46 @@ def test_a_dropped_connection_is_a_store_error_and_the_store_recovers(pg_schema:
             tx.subjects()
         with store.read() as tx:
             assert tx.subjects() == []
+    finally:
+        store.close()
+
+
+def test_nul_in_a_subject_is_not_found_or_invalid_never_500(pg_schema: str) -> None:
+    """PostgreSQL text cannot hold NUL: such a subject cannot exist, so reads find nothing and
+    writes are refused as invalid (42208), as on every other store (fuzzing found the 500s)."""
+    from fastapi.testclient import TestClient
+
+    from schema_registry.app import RegistrySettings, create_app
+
+    store = open_store(f"{DSN}?schema={pg_schema}")
+    app = create_app(RegistrySettings(store_url="memory://"), store=store)
+    avro = json.dumps({"type": "record", "name": "A", "doc": "nul \u0000", "fields": []})
+    expected = [
+        ("get", "/subjects/a%00b/versions", None, 404, 40401),
+        ("get", "/subjects/a%00b/versions/1", None, 404, 40401),
+        ("get", "/subjects/a%00b/metadata?key=%00&value=x", None, 404, 40401),
+        ("post", "/subjects/a%00b", {"schema": '"int"'}, 404, 40401),
+        ("post", "/subjects/a%00b/versions", {"schema": '"int"'}, 422, 42208),
+        ("post", "/compatibility/subjects/a%00b/versions/1", {"schema": '"int"'}, 404, 40401),
+        ("delete", "/subjects/a%00b", None, 404, 40401),
+        ("get", "/config/a%00b", None, 404, 40408),
+        ("put", "/config/a%00b", {"compatibility": "NONE"}, 422, 42208),
+        ("delete", "/config/a%00b", None, 404, 40401),
+        ("get", "/mode/a%00b", None, 404, 40409),
+        ("put", "/mode/a%00b", {"mode": "READONLY"}, 422, 42208),
+        ("delete", "/mode/a%00b", None, 404, 40409),
+        ("post", "/subjects/nul-doc/versions", {"schema": avro}, 200, None),
+    ]
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            for method, url, body, status, code in expected:
+                r = client.request(method, url, json=body)
+                assert r.status_code == status, (method, url, r.text)
+                if code is not None:
+                    assert r.json()["error_code"] == code, (method, url, r.text)
+            assert client.get("/subjects").json() == ["nul-doc"]
+            assert json.loads(client.get("/subjects/nul-doc/versions/1/schema").text) == (
+                json.loads(avro)
+            )
     finally:
         store.close()

@@ -171,7 +171,7 @@ def test_http_admin_api_lists_topics_and_serves_metrics(tmp_path: Path) -> None:
         assert httpx.get(f"{proc.http_url}/api/v1/topics/nope", timeout=10).status_code == 404
         assert httpx.get(f"{proc.http_url}/healthz", timeout=10).json() == {"status": "ok"}
         text = httpx.get(f"{proc.http_url}/metrics", timeout=10).text
-        assert 'tidelake_partition_high_watermark{topic="metrics-topic",partition="1"} 0' in text
+        assert 'tidelake_partition_high_watermark{partition="1",topic="metrics-topic"} 0' in text
         assert "/api/v1/topics" in httpx.get(f"{proc.http_url}/openapi.json", timeout=10).text
     finally:
         proc.stop()

@@ -155,3 +155,50 @@ def test_debezium_envelope_after_image_and_deletes(tt: TableTopics) -> None:
         _wait_equal(tt, topic, ref)
     t = tt.table(topic).scan().to_arrow()
     assert set(t.column("_cdc_op").to_pylist()) <= {"c", "u"}
+
+
+def test_upsert_follows_offsets_not_timestamps_however_commits_fall(tt: TableTopics) -> None:
+    # CreateTime goes backwards within each partition; the record with the higher
+    # offset must win, in one commit and across many, so both tables end the same
+    sr = SchemaRegistryClient({"url": tt.proc.registry_url})
+    ser = AvroSerializer(sr, json.dumps(ROW))
+    rnd = random.Random(11)
+    waves: list[list[tuple[int, int, str]]] = []
+    ts = 1_900_000_000_000
+    for wave in range(3):
+        recs = []
+        for n in range(40):
+            ts -= rnd.randrange(1, 1000)
+            recs.append((rnd.randrange(12), ts, f"w{wave}-{n}"))
+        waves.append(recs)
+    ref: dict[int, str] = {}
+    for recs in waves:
+        ref.update({i: v for i, _, v in recs})
+    finals = []
+    for topic, in_waves in (("upsert-ts-once", False), ("upsert-ts-waves", True)):
+        tt.create_topic(
+            topic,
+            partitions=2,
+            **{
+                "table.topic.convert.value.type": "by_schema_id",
+                "table.topic.transform.value.type": "flatten",
+                "table.topic.id.columns": "id",
+                "table.topic.upsert.enable": "true",
+            },
+        )
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        p = tt.producer()
+        seen: dict[int, str] = {}
+        for recs in waves:
+            for i, stamp, v in recs:
+                value = ser({"id": i, "v": v, "op": None}, ctx)
+                # an id always goes to one partition, as a keyed producer sends it
+                p.produce(topic, key=str(i).encode(), value=value, partition=i % 2, timestamp=stamp)
+                seen[i] = v
+            if in_waves:
+                assert p.flush(30) == 0
+                _wait_equal(tt, topic, dict(seen))
+        assert p.flush(30) == 0
+        _wait_equal(tt, topic, ref)
+        finals.append(_rows(tt, topic))
+    assert finals[0] == finals[1] == ref

@@ -80,3 +80,17 @@ def test_table_change_parses_pyiceberg_models_and_rejects_unknown_actions() -> N
     with pytest.raises(Exception) as info:
         parse_table_change({"requirements": [], "updates": [], "extra": 1})
     assert to_error_response(info.value).status_code == 400
+
+
+def test_path_names_are_form_decoded_from_the_raw_path() -> None:
+    from catalog.rest.identifiers import path_names
+
+    template = "/v1/namespaces/{namespace}/tables/{table}"
+    decoded = {"namespace": "a+b", "table": "x+y"}
+    # Java's URLEncoder: a space is '+'; pyiceberg's quote: a '+' is %2B.
+    java = path_names(template, b"/v1/namespaces/a+b%1Fc/tables/x+y", decoded)
+    assert java == {"namespace": "a b\x1fc", "table": "x y"}
+    py = path_names(template, b"/v1/namespaces/a%2Bb/tables/x%2By%20z", decoded)
+    assert py == {"namespace": "a+b", "table": "x+y z"}
+    mounted = path_names(template, b"/catalog/v1/namespaces/n%25/tables/t", decoded)
+    assert mounted == {"namespace": "n%", "table": "t"}

@@ -16,7 +16,10 @@ from ingest.metadata import (
     MetadataStore,
     ObjectRange,
     ObjectRecord,
+    ScramCredentialRecord,
     SqliteMetadataStore,
+    StreamNotOwnedError,
+    StreamRecord,
     TopicExistsError,
     TopicRecord,
     UnknownStreamError,
@@ -24,6 +27,7 @@ from ingest.metadata import (
     WriterFencedError,
     open_metadata_store,
 )
+from ingest.metadata.api import AbortedTxn, TxnCheckpoint
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -218,6 +222,20 @@ class MetadataStoreContract:
         store.put_kv("cluster.id", "def")
         assert store.get_kv("cluster.id") == "def"
 
+    def test_kv_list_by_prefix_and_delete(self, store: MetadataStore) -> None:
+        store.put_kv("txn/a", "1")
+        store.put_kv("txn/b_%", "2")
+        store.put_kv("TXN/c", "3")
+        store.put_kv("txnx", "4")
+        store.put_kv("other", "5")
+        assert store.list_kv("txn/") == {"txn/a": "1", "txn/b_%": "2"}
+        assert store.list_kv("txn/b_") == {"txn/b_%": "2"}
+        assert store.list_kv("txn/_") == {}
+        store.delete_kv("txn/a")
+        store.delete_kv("txn/never")
+        assert store.list_kv("txn/") == {"txn/b_%": "2"}
+        assert store.get_kv("txn/a") is None
+
     def test_concurrent_calls_from_threads_are_serialised(self, store: MetadataStore) -> None:
         out: list[int] = []
         lock = threading.Lock()
@@ -328,6 +346,188 @@ class MetadataStoreContract:
             t.join()
         assert sorted(out) == list(range(1, 81))
 
+    # --- stream owners -----------------------------------------------------------------
+    def test_claim_streams_makes_the_writer_owner_and_raises_the_owner_epoch(
+        self, store: MetadataStore
+    ) -> None:
+        a_sid, b_sid = store.create_stream(), store.create_stream()
+        rec = store.get_stream(a_sid)
+        assert rec is not None and (rec.owner, rec.owner_epoch) == (None, 0)
+        a = ("A", store.claim_writer("A"))
+        b = ("B", store.claim_writer("B"))
+        assert store.claim_streams([b_sid, a_sid, a_sid], writer=a) == {a_sid: 1, b_sid: 1}
+        assert store.claim_streams([a_sid], writer=b) == {a_sid: 2}
+        assert store.claim_streams([a_sid], writer=b) == {a_sid: 3}
+        assert [(r.stream_id, r.owner, r.owner_epoch) for r in store.list_streams()] == [
+            (a_sid, "B", 3),
+            (b_sid, "A", 1),
+        ]
+        assert store.get_stream(b_sid) == StreamRecord(b_sid, 0, 0, False, "A", 1)
+
+    def test_claim_then_commit_by_the_owner_succeeds(self, store: MetadataStore) -> None:
+        sid = store.create_stream()
+        w = ("A", store.claim_writer("A"))
+        store.claim_streams([sid], writer=w)
+        o1, o2 = store.next_object_id(), store.next_object_id()
+        store.commit_object(_object(o1, (sid, 0, 10)), writer=w)
+        store.commit_objects([_object(o2, (sid, 10, 20))], writer=w)
+        store.trim_stream(sid, 5, writer=w)
+        rec = store.get_stream(sid)
+        assert rec is not None and (rec.start_offset, rec.end_offset) == (5, 20)
+        assert [o.object_id for o in store.objects_for_stream(sid, 0, 20)] == [o1, o2]
+
+    def test_a_commit_extending_another_writers_stream_is_refused_and_changes_nothing(
+        self, store: MetadataStore
+    ) -> None:
+        mine, theirs = store.create_stream(), store.create_stream()
+        a = ("A", store.claim_writer("A"))
+        b = ("B", store.claim_writer("B"))
+        store.claim_streams([theirs], writer=a)
+        store.claim_streams([mine], writer=b)
+        o1 = store.next_object_id()
+        store.commit_object(_object(o1, (theirs, 0, 10)), writer=a)
+        before = (store.list_streams(), store.list_objects())
+        o2, o3 = store.next_object_id(), store.next_object_id()
+        with pytest.raises(StreamNotOwnedError) as info:
+            store.commit_object(_object(o2, (mine, 0, 5), (theirs, 10, 20)), writer=b)
+        assert (info.value.stream_id, info.value.owner) == (theirs, "A")
+        with pytest.raises(StreamNotOwnedError):  # partly new offsets count as adding
+            store.commit_objects(
+                [_object(o2, (mine, 0, 5)), _object(o3, (theirs, 5, 11))], compacted=[o1], writer=b
+            )
+        assert (store.list_streams(), store.list_objects()) == before
+        rec = store.get_stream(theirs)
+        assert rec is not None and rec.end_offset == 10
+        assert store.objects_for_stream(mine, 0, 100) == []
+        # the error is per stream: the writer is not fenced and goes on with its own
+        store.commit_object(_object(o2, (mine, 0, 5)), writer=b)
+
+    def test_a_compaction_of_another_writers_stream_rewrites_existing_offsets(
+        self, store: MetadataStore
+    ) -> None:
+        sid = store.create_stream()
+        a = ("A", store.claim_writer("A"))
+        b = ("B", store.claim_writer("B"))
+        store.claim_streams([sid], writer=a)
+        o1, o2 = store.next_object_id(), store.next_object_id()
+        store.commit_object(_object(o1, (sid, 0, 10)), writer=a)
+        store.commit_object(_object(o2, (sid, 10, 20)), writer=a)
+        o3 = store.next_object_id()
+        store.commit_object(_object(o3, (sid, 0, 20)), compacted=[o1, o2], writer=b)
+        assert [o.object_id for o in store.objects_for_stream(sid, 0, 20)] == [o3]
+        rec = store.get_stream(sid)
+        assert rec is not None and (rec.end_offset, rec.owner) == (20, "A")
+
+    def test_trim_by_a_non_owner_is_refused(self, store: MetadataStore) -> None:
+        sid = store.create_stream()
+        a = ("A", store.claim_writer("A"))
+        b = ("B", store.claim_writer("B"))
+        store.claim_streams([sid], writer=a)
+        store.commit_object(_object(store.next_object_id(), (sid, 0, 10)), writer=a)
+        with pytest.raises(StreamNotOwnedError):
+            store.trim_stream(sid, 5, writer=b)
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.start_offset == 0
+        with pytest.raises(UnknownStreamError):
+            store.trim_stream(999, 5, writer=b)
+        store.trim_stream(sid, 5, writer=a)
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.start_offset == 5
+
+    def test_calls_without_a_writer_and_deletes_ignore_owners(self, store: MetadataStore) -> None:
+        sid = store.create_stream()
+        a = ("A", store.claim_writer("A"))
+        b = ("B", store.claim_writer("B"))
+        store.claim_streams([sid], writer=a)
+        store.commit_object(_object(store.next_object_id(), (sid, 0, 10)))
+        store.trim_stream(sid, 5)
+        store.delete_stream(sid, writer=b)  # any broker may delete a topic
+        rec = store.get_stream(sid)
+        assert rec is not None and rec.deleted and rec.end_offset == 10
+
+    def test_claim_streams_by_a_fenced_writer_raises_and_claims_nothing(
+        self, store: MetadataStore
+    ) -> None:
+        sid = store.create_stream()
+        old = ("A", store.claim_writer("A"))
+        store.claim_writer("A")
+        with pytest.raises(WriterFencedError):
+            store.claim_streams([sid], writer=old)
+        with pytest.raises(WriterFencedError):  # a name never claimed
+            store.claim_streams([sid], writer=("B", 1))
+        rec = store.get_stream(sid)
+        assert rec is not None and (rec.owner, rec.owner_epoch) == (None, 0)
+
+    def test_claiming_an_unknown_or_deleted_stream_raises_and_claims_nothing(
+        self, store: MetadataStore
+    ) -> None:
+        live, gone = store.create_stream(), store.create_stream()
+        store.delete_stream(gone)
+        w = ("A", store.claim_writer("A"))
+        with pytest.raises(UnknownStreamError):
+            store.claim_streams([live, 999], writer=w)
+        with pytest.raises(UnknownStreamError):
+            store.claim_streams([live, gone], writer=w)
+        rec = store.get_stream(live)
+        assert rec is not None and (rec.owner, rec.owner_epoch) == (None, 0)
+        assert store.claim_streams([], writer=w) == {}
+
+    def test_two_brokers_at_one_stream_only_the_last_claimer_adds(
+        self, store: MetadataStore
+    ) -> None:
+        sid, other = store.create_stream(), store.create_stream()
+        a = ("broker-1", store.claim_writer("broker-1"))
+        b = ("broker-2", store.claim_writer("broker-2"))
+        store.claim_streams([sid, other], writer=a)
+        store.commit_object(_object(store.next_object_id(), (sid, 0, 10)), writer=a)
+        # the partition moves: broker 2 claims the stream and opens it at 10
+        assert store.claim_streams([sid], writer=b) == {sid: 2}
+        late = store.next_object_id()
+        with pytest.raises(StreamNotOwnedError):  # broker 1 wakes up late
+            store.commit_object(_object(late, (sid, 10, 15), (other, 0, 3)), writer=a)
+        store.commit_object(_object(store.next_object_id(), (sid, 10, 20)), writer=b)
+        store.commit_object(_object(store.next_object_id(), (other, 0, 3)), writer=a)
+        rec = store.get_stream(sid)
+        assert rec is not None and (rec.end_offset, rec.owner, rec.owner_epoch) == (
+            20,
+            "broker-2",
+            2,
+        )
+        assert late not in {o.object_id for o in store.list_objects()}
+        with pytest.raises(StreamNotOwnedError):  # not even a range it had before
+            store.commit_object(_object(store.next_object_id(), (sid, 15, 25)), writer=a)
+
+    def test_txn_checkpoints_by_stream_latest_wins(self, store: MetadataStore) -> None:
+        assert store.get_txn_checkpoint(7) is None
+        first = TxnCheckpoint(10, (AbortedTxn(3, 2, 5), AbortedTxn(4, 6, 9)))
+        store.put_txn_checkpoint(7, first)
+        store.put_txn_checkpoint(8, TxnCheckpoint(0))
+        assert store.get_txn_checkpoint(7) == first
+        later = TxnCheckpoint(12, (AbortedTxn(4, 6, 9),))
+        store.put_txn_checkpoint(7, later)
+        assert store.get_txn_checkpoint(7) == later
+        assert store.get_txn_checkpoint(8) == TxnCheckpoint(0, ())
+
+    def test_scram_credentials_put_get_replace_list_delete(self, store: MetadataStore) -> None:
+        a256 = ScramCredentialRecord("alice", "SCRAM-SHA-256", b"s1", b"k1", b"v1", 4096)
+        a512 = ScramCredentialRecord("alice", "SCRAM-SHA-512", b"s2", b"\x00\xff", b"v2", 8192)
+        bob = ScramCredentialRecord("bob", "SCRAM-SHA-256", b"s3", b"k3", b"v3", 4096)
+        assert store.get_scram_credential("alice", "SCRAM-SHA-256") is None
+        for r in (bob, a512, a256):
+            store.put_scram_credential(r)
+        assert store.get_scram_credential("alice", "SCRAM-SHA-512") == a512
+        assert store.list_scram_credentials() == [a256, a512, bob]
+        assert store.list_scram_credentials("alice") == [a256, a512]
+        replaced = ScramCredentialRecord("alice", "SCRAM-SHA-256", b"s9", b"k9", b"v9", 5000)
+        store.put_scram_credential(replaced)
+        assert store.get_scram_credential("alice", "SCRAM-SHA-256") == replaced
+        assert store.delete_scram_credentials("alice", "SCRAM-SHA-512")
+        assert not store.delete_scram_credentials("alice", "SCRAM-SHA-512")
+        assert store.list_scram_credentials() == [replaced, bob]
+        assert store.delete_scram_credentials("bob")
+        assert not store.delete_scram_credentials("nobody")
+        assert store.list_scram_credentials() == [replaced]
+
 
 class TestMetadataStoreContract(MetadataStoreContract):
     pass
@@ -338,6 +538,8 @@ def test_errors_derive_from_storage_error() -> None:
     assert issubclass(TopicExistsError, MetadataError)
     assert issubclass(UnknownTopicError, MetadataError)
     assert issubclass(WriterFencedError, MetadataError)
+    assert issubclass(StreamNotOwnedError, MetadataError)
+    assert not issubclass(StreamNotOwnedError, WriterFencedError)
 
 
 def test_sqlite_store_survives_reopen(tmp_path: Path) -> None:

@@ -95,3 +95,21 @@ async def test_s3_create_only_put_is_retried_after_a_409_conflicting_write() -> 
         await store.put("k", b"x", if_absent=True)  # 409 says "retry", not "exists"
     stub.assert_no_pending_responses()
     await store.close()
+
+
+async def test_s3_failed_call_is_recorded_with_its_http_status_and_code() -> None:
+    # the storage status (`/api/v1/storage`, the console badge) shows the last
+    # error; a put that failed for good reads "503 SlowDown" as a failed
+    # attempt does, whichever of the two came last
+    from ingest.s3stream.errors import StorageError
+
+    store, _ = _stubbed_s3()
+    single = store.without_retries()  # one attempt: the failure is the call's
+    stub = Stubber(single._client)
+    stub.add_client_error("put_object", "SlowDown", http_status_code=503)
+    with stub, pytest.raises(StorageError):
+        await single.put("k", b"x")
+    assert (store.health.last_error or "").startswith(
+        "PutObject failed after retries: 503 SlowDown:"
+    )
+    await store.close()

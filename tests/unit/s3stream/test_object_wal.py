@@ -17,6 +17,7 @@ from ingest.metadata import MemoryMetadataStore
 from ingest.s3stream import S3StreamConfig, S3StreamEngine, open_engine
 from ingest.s3stream.errors import ObjectExistsError, StreamFencedError, WalFencedError
 from ingest.s3stream.objectstore import FileObjectStore, MemoryObjectStore, ObjectStore
+from ingest.s3stream.objectstore.retry import WalPutPolicy
 from ingest.s3stream.wal import ObjectWriteAheadLog, WalRecord
 from ingest.s3stream.wal.codec import HEADER, encode_header
 
@@ -471,7 +472,7 @@ async def test_a_writer_that_trims_past_the_fence_key_during_recovery_is_still_f
 async def test_a_first_object_still_in_flight_is_never_acknowledged_after_recovery() -> None:
     objects: dict[str, bytes] = {}
     a_store = _HookStore(objects)
-    a = _wal(a_store)
+    a = _wal(a_store, put_policy=WalPutPolicy(hedge_after_s=None))  # (a hedge would land)
     await a.start()
     gate = asyncio.Event()
     a_store.before_put[_at(0)] = gate.wait

@@ -140,7 +140,7 @@ async def test_catch_up_reads_prefetch_the_following_objects(tmp_path: Path) -> 
     engine.log_cache._capacity = 0  # every read goes to objects
     engine.log_cache.evict()
     await s.fetch(0, 60, 1)
-    for t in list(engine._prefetches):
+    for t in list(engine._reader.prefetches):
         await t
     assert engine.block_cache.misses == 3  # the object read and two read ahead
     hits = engine.block_cache.hits

@@ -805,6 +805,31 @@ PROTOBUF += [
     ("BACKWARD", (proto("message Order { oneof key { int32 id = 1; string code = 3; } }"),), proto("message Order { oneof key { int32 id = 1; } string code = 3; }"), False, "field moved out of a surviving oneof"),
     ("BACKWARD", (proto("message Order { optional int32 id = 1; }", syntax="proto2"),), proto("message Order { required int32 id = 1; }", syntax="proto2"), False, "optional field made required"),
 ]
+
+# Maps and singular <-> repeated, as Confluent's rules have them: a map is its own kind whose
+# key and value types are compared; a label change is wire compatible for length-delimited
+# values (string, bytes, messages) and not for numbers, bools and enums (packed encoding).
+MAP_INT = proto("message Order { map<string, int32> m = 1; }")
+ENTRY = "message MEntry { string key = 1; int32 value = 2; }"
+PROTOBUF += [
+    ("BACKWARD", (MAP_INT,), proto("message Order { map<string, string> m = 1; }"), False, "map value type changed"),
+    ("FORWARD", (MAP_INT,), proto("message Order { map<string, string> m = 1; }"), False, "map value type changed"),
+    ("BACKWARD", (MAP_INT,), proto("message Order { map<int32, int32> m = 1; }"), False, "map key type changed"),
+    ("BACKWARD", (proto("message Order { map<int32, int32> m = 1; }"),), proto("message Order { map<int64, int32> m = 1; }"), True, "map key widened in its wire group"),
+    ("BACKWARD", (MAP_INT,), proto("message Order { map<string, sint32> m = 1; }"), False, "map value encoding changed"),
+    ("BACKWARD", (proto("message Order { map<string, Item> m = 1; }\nmessage Item { int32 x = 1; }\nmessage Other { int32 x = 1; }"),), proto("message Order { map<string, Other> m = 1; }\nmessage Item { int32 x = 1; }\nmessage Other { int32 x = 1; }"), False, "map value message type changed"),
+    ("BACKWARD", (MAP_INT,), proto(f"message Order {{ {ENTRY} repeated MEntry m = 1; }}"), False, "map to repeated entry message is a kind change"),
+    ("BACKWARD", (proto(f"message Order {{ {ENTRY} repeated MEntry m = 1; }}"),), MAP_INT, False, "repeated entry message to map is a kind change"),
+    ("BACKWARD", (MAP_INT,), proto("message Order { repeated int32 m = 1; }"), False, "map to repeated scalar"),
+    ("BACKWARD", (proto("message Order { optional string s = 1; }", syntax="proto2"),), proto("message Order { repeated string s = 1; }", syntax="proto2"), True, "optional string made repeated"),
+    ("FULL", (proto("message Order { optional string s = 1; }", syntax="proto2"),), proto("message Order { repeated string s = 1; }", syntax="proto2"), True, "optional string made repeated"),
+    ("BACKWARD", (proto("message Order { repeated bytes b = 1; }", syntax="proto2"),), proto("message Order { optional bytes b = 1; }", syntax="proto2"), True, "repeated bytes made optional"),
+    ("BACKWARD", (proto("message Order { optional string s = 1; }"),), proto("message Order { repeated bytes s = 1; }"), True, "optional string made repeated bytes"),
+    ("BACKWARD", (proto("message Order { optional Item i = 1; }\nmessage Item { int32 x = 1; }"),), proto("message Order { repeated Item i = 1; }\nmessage Item { int32 x = 1; }"), True, "optional message made repeated"),
+    ("BACKWARD", (proto("message Order { optional int32 n = 1; }", syntax="proto2"),), proto("message Order { repeated int32 n = 1; }", syntax="proto2"), False, "optional int32 made repeated"),
+    ("BACKWARD", (proto("enum S { A = 0; B = 1; }\nmessage Order { optional S s = 1; }", syntax="proto2"),), proto("enum S { A = 0; B = 1; }\nmessage Order { repeated S s = 1; }", syntax="proto2"), False, "optional enum made repeated"),
+    ("BACKWARD", (proto("message Order { optional string s = 1; }", syntax="proto2"),), proto("message Order { repeated int32 s = 1; }", syntax="proto2"), False, "optional string made repeated int32"),
+]
 # fmt: on
 
 CASES = [

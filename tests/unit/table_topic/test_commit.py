@@ -285,3 +285,19 @@ def test_a_second_writer_of_the_same_topic_cannot_commit_the_same_offsets_twice(
     assert second.offsets() == {0: 5}
     second.commit([_kv([5], [6], ["f"])], {0: 6})
     assert catalog.load_table(("default", "t")).scan().to_arrow().num_rows == 6
+
+
+def test_the_first_keyed_rows_after_an_empty_commit_add_the_id_column(
+    catalog: SqlCatalog,
+) -> None:
+    # a commit of offsets alone (nothing converted yet) creates the table without
+    # the id column; the next commit's delete planning must not look for ids in it
+    c = cfg(**{"table.topic.id.columns": "id", "table.topic.upsert.enable": "true"})
+    w = TableWriter(catalog, c, 1 << 20)
+    w.commit([], {0: 0})
+    w.commit(
+        [rows([0, 1], {"id": pa.array([1, 1], pa.int64()), "v": pa.array(["a", "b"])})], {0: 2}
+    )
+    w.commit([rows([2], {"id": pa.array([1], pa.int64()), "v": pa.array(["c"])})], {0: 3})
+    got = catalog.load_table(("default", "t")).scan().to_arrow()
+    assert got.column("v").to_pylist() == ["c"]
