@@ -46,6 +46,7 @@ from ingest.server.connection import Dispatch, KafkaConnection, RequestMemory, c
 from ingest.txn import MetadataTxnStore, TransactionCoordinator, TxnConfig
 from ingest.txn.adapters import GroupOffsetSink, LogMarkerWriter
 from ingest.txn.peer import ClusterMarkerWriter
+from ingest.zone_router import close_router
 
 __all__ = ["Broker", "TopicListener"]
 
@@ -413,6 +414,7 @@ class Broker:
                 log.warning("draining failed", exc_info=True)
             await self.member.stop()
         await self.drain_connections()
+        await close_router(self)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

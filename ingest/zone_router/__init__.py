@@ -9,7 +9,7 @@ cross racks only through object storage.
 """
 
 from ingest.zone_router.leader import is_routed, serve
-from ingest.zone_router.proxy import ZoneRouter, routed_produce, router_of
+from ingest.zone_router.proxy import ZoneRouter, close_router, routed_produce, router_of
 from ingest.zone_router.routing import (
     client_rack,
     leader_for_client,
@@ -20,6 +20,7 @@ from ingest.zone_router.routing import (
 __all__ = [
     "ZoneRouter",
     "client_rack",
+    "close_router",
     "is_routed",
     "leader_for_client",
     "routed_leader",

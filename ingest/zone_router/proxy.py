@@ -142,6 +142,20 @@ def router_of(broker: Any) -> ZoneRouter | None:
     return router
 
 
+async def close_router(broker: Any, timeout_s: float = 5.0) -> None:
+    """Stop the broker's router, if it made one: let its object deletions
+    finish (for at most ``timeout_s``), then close its kept-open connections
+    to leaders. A broker calls it as it stops; the next use makes a new one."""
+    router = _routers.pop(broker, None)
+    if router is None:
+        return
+    try:
+        await asyncio.wait_for(router.settled(), timeout_s)
+    except TimeoutError:
+        log.warning("zone router: object deletions still running at stop; the sweep ends them")
+    router.close()
+
+
 def routed_produce(ctx: RequestContext, request: Any) -> RoutedProduce | None:
     """The routing of a Produce request, or None when it takes the direct path
     (no partition of it is to be routed). Cheap for clients without a rack."""

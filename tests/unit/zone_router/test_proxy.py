@@ -25,7 +25,16 @@ from ingest.cluster.view import BrokerEndpoint
 from ingest.handlers.base import RequestContext
 from ingest.protocol.errors import ErrorCode
 from ingest.s3stream.objectstore.memory import MemoryObjectStore
-from ingest.zone_router import ZoneRouter, is_routed, objects, routed_produce, serve, wire
+from ingest.zone_router import (
+    ZoneRouter,
+    close_router,
+    is_routed,
+    objects,
+    routed_produce,
+    router_of,
+    serve,
+    wire,
+)
 
 BROKERS = [
     BrokerEndpoint(1, "127.0.0.1", 9001, "a"),
@@ -458,3 +467,32 @@ async def test_with_an_authorizer_only_a_login_with_cluster_action_hands_over_pr
     assert leader.appended == {}
     answer = await serve(ctx("User:broker"), request, leader.append)
     assert answer.error_code == ErrorCode.none and leader.appended == {("t", 1): [b"payload"]}
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_stopping_broker_closes_its_router_after_its_deletions(
+    store: MemoryObjectStore,
+) -> None:
+    broker = FakeBroker(1, store)
+    router = router_of(broker)
+    assert router is not None and router._peers is not None
+    writer = _Writer()
+    router._peers._idle[("127.0.0.1", 9003)] = [(None, writer)]  # type: ignore[list-item]
+    deleted = asyncio.Event()
+
+    async def deletion() -> None:
+        await asyncio.sleep(0.05)
+        deleted.set()
+
+    router.spawn(deletion())
+    await close_router(broker)
+    assert deleted.is_set(), "the router's background deletions finish before it closes"
+    assert writer.closed, "its kept-open connections to leaders are closed"
+    assert router_of(broker) is not router, "the next use makes a new router"
