@@ -18,6 +18,13 @@ from kio.schema.delete_records.v2.request import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+from kio.schema.describe_producers.v0.response import (
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
 from kio.schema.list_offsets.v8.request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -28,13 +35,18 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from ingest.broker import Broker
 from ingest.cluster.view import BrokerEndpoint
 from ingest.config import BrokerConfig
-from ingest.handlers import delete_records, list_offsets, offset_for_leader_epoch
+from ingest.handlers import (
+    delete_records,
+    describe_producers,
+    list_offsets,
+    offset_for_leader_epoch,
+)
 from ingest.handlers.base import RequestContext
 from ingest.handlers.led_elsewhere import leader_elsewhere
 from ingest.metadata import MemoryMetadataStore
@@ -141,12 +153,21 @@ async def _delete(broker: Broker, client_id: str) -> ErrorCode:
     return ErrorCode(response.topics[0].partitions[0].error_code)
 
 
+async def _producers(broker: Broker, client_id: str) -> PartitionResponse:
+    request = DescribeProducersRequest(
+        topics=(TopicRequest(name=TopicName(_TOPIC), partition_indexes=(i32(0),)),)
+    )
+    response = await describe_producers.handle(_ctx(broker, 61, 0, client_id), request)
+    return response.topics[0].partitions[0]
+
+
 async def test_an_unreachable_leader_gives_a_tagged_client_a_retriable_error(
     broker: Broker,
 ) -> None:
     assert await _list_offsets(broker, _TAGGED) == ErrorCode.not_leader_or_follower
     assert await _epoch_end(broker, _TAGGED) == ErrorCode.not_leader_or_follower
     assert await _delete(broker, _TAGGED) == ErrorCode.not_leader_or_follower
+    assert (await _producers(broker, _TAGGED)).error_code == ErrorCode.not_leader_or_follower
 
 
 async def test_clients_without_the_token_get_the_answers_they_got_before(
@@ -157,6 +178,7 @@ async def test_clients_without_the_token_get_the_answers_they_got_before(
         assert await _list_offsets(broker, client_id) == ErrorCode.unknown_topic_or_partition
         assert await _epoch_end(broker, client_id) == plain_error
         assert await _delete(broker, client_id) == plain_error
+        assert (await _producers(broker, client_id)).error_code == plain_error
 
 
 async def test_only_partitions_led_by_another_live_broker_are_forwarded(broker: Broker) -> None:
@@ -166,3 +188,47 @@ async def test_only_partitions_led_by_another_live_broker_are_forwarded(broker: 
     assert leader_elsewhere(ctx, _TOPIC, 1) is None  # no such partition
     assert leader_elsewhere(ctx, "nope", 0) is None
     assert leader_elsewhere(_ctx(broker, 2, 8, "svc"), _TOPIC, 0) is None
+
+
+async def test_describe_producers_of_a_tagged_client_is_answered_by_the_leader(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the leader (node 2) knows of the partition: one producer.
+    known = PartitionResponse(
+        partition_index=i32(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        active_producers=(
+            ProducerState(
+                producer_id=ProducerId(7),
+                producer_epoch=i32(1),
+                last_sequence=i32(41),
+                last_timestamp=i64(-1),
+                coordinator_epoch=i32(0),
+                current_txn_start_offset=i64(-1),
+            ),
+        ),
+    )
+    asked: list[tuple[int, int, int, object]] = []
+
+    async def leader_answers(
+        ctx: RequestContext,
+        key: int,
+        version: int,
+        requests: Sequence[tuple[BrokerEndpoint, object]],
+    ) -> list[object | None]:
+        asked.extend((key, version, e.node_id, r) for e, r in requests)
+        return [
+            DescribeProducersResponse(
+                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                topics=(TopicResponse(name=TopicName(_TOPIC), partitions=(known,)),),
+            )
+        ]
+
+    monkeypatch.setattr(describe_producers, "ask_leaders", leader_answers)
+    assert await _producers(broker, _TAGGED) == known
+    assert [(k, v, node) for k, v, node, _ in asked] == [(61, 0, 2)]
+    # a client without the token is told to go to the leader, as Kafka does
+    asked.clear()
+    assert (await _producers(broker, "svc")).error_code != ErrorCode.none
+    assert asked == []
