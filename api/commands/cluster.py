@@ -23,7 +23,10 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from api.commands.http_client import HttpLogin
 
 __all__ = ["register"]
 
@@ -167,21 +170,37 @@ def _reassign(args: argparse.Namespace) -> int:
         time.sleep(0.05)
 
 
-def _fetch_json(url: str, sample_ms: int, timeout: float) -> dict[str, Any]:
+def _fetch_json(url: str, sample_ms: int, timeout: float, login: HttpLogin) -> dict[str, Any]:
+    """``GET /api/v1/cluster`` of one broker; a refused login or an unreachable
+    broker raises ``RuntimeError`` with one line to show."""
     import httpx
 
-    r = httpx.get(
-        f"{url.rstrip('/')}/api/v1/cluster", params={"sample_ms": sample_ms}, timeout=timeout
-    )
+    from api.commands.http_client import describe_error, login_refused
+
+    try:
+        r = httpx.get(
+            f"{url.rstrip('/')}/api/v1/cluster",
+            params={"sample_ms": sample_ms},
+            timeout=timeout,
+            **login.request_options(),
+        )
+    except httpx.HTTPError as exc:
+        raise RuntimeError(describe_error(exc)) from None
+    refused = login_refused(r, login, "the HTTP API")
+    if refused is not None:
+        raise RuntimeError(refused)
     r.raise_for_status()
     out: dict[str, Any] = r.json()
     return out
 
 
 def _status(args: argparse.Namespace) -> int:
+    from api.commands.http_client import login_from_args
+
     urls: list[str] = args.http or ["http://127.0.0.1:8181"]
+    login = login_from_args(args)
     with ThreadPoolExecutor(len(urls)) as pool:  # the samples overlap in time
-        futures = [pool.submit(_fetch_json, u, args.sample_ms, args.timeout) for u in urls]
+        futures = [pool.submit(_fetch_json, u, args.sample_ms, args.timeout, login) for u in urls]
         answers: list[dict[str, Any] | None] = []
         for url, fut in zip(urls, futures, strict=True):
             try:
@@ -258,6 +277,9 @@ def register(sub: Any) -> None:
     s = csub.add_parser(
         "status",
         help="brokers, controller, partitions per broker, moves in flight, bytes/s",
+        description="The cluster as the brokers' HTTP API (--http) reports it. With [http] "
+        'auth = "basic": --http-user, or TIDELAKE_HTTP_USER and TIDELAKE_HTTP_PASSWORD, or '
+        "basic.auth.user.info of --command-config; https:// with a private CA: --ca-file.",
     )
     s.add_argument(
         "--http",
@@ -271,6 +293,11 @@ def register(sub: Any) -> None:
     )
     s.add_argument("--partitions", action="store_true", help="list every partition's leader")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    from api.commands.http_client import add_http_login
+    from api.commands.topics import add_command_config
+
+    add_http_login(s)
+    add_command_config(s)
     s.set_defaults(func=_status)
 
     r = csub.add_parser(

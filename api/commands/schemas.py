@@ -24,13 +24,28 @@ def _url(args: argparse.Namespace) -> str:
 
 
 def _call(args: argparse.Namespace, method: str, path: str, **kwargs: Any) -> Any:
+    """One request to the registry, logged in as ``--http-user`` / ``--command-config`` say."""
     import httpx
 
+    from api.commands.http_client import describe_error, login_from_args, login_refused
+
     url = _url(args)
+    login = login_from_args(args)
     try:
-        response = httpx.request(method, url.rstrip("/") + path, timeout=args.timeout, **kwargs)
+        response = httpx.request(
+            method,
+            url.rstrip("/") + path,
+            timeout=args.timeout,
+            **login.request_options(),
+            **kwargs,
+        )
     except httpx.HTTPError as exc:
-        raise SystemExit(f"tidelake: cannot reach the schema registry at {url}: {exc}") from None
+        raise SystemExit(
+            f"tidelake: cannot reach the schema registry at {url}: {describe_error(exc)}"
+        ) from None
+    refused = login_refused(response, login, "the schema registry")
+    if refused is not None:
+        raise SystemExit(f"tidelake: {refused}")
     body = response.json() if response.content else None
     if response.status_code >= 400:
         message = body.get("message") if isinstance(body, dict) else response.text
@@ -102,16 +117,41 @@ def _register(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def _add_connection(parser: argparse.ArgumentParser, *, again: bool = False) -> None:
+    """--url, the login options and --command-config (before or after the action)."""
+    from api.commands.http_client import add_http_login
     from api.commands.serve import add_settings_arguments
 
+    again_help = "the same as before the action"
+    extra: dict[str, Any] = {"default": argparse.SUPPRESS} if again else {}
+    if again:
+        parser.add_argument("--url", help=again_help, **extra)
+    add_http_login(parser, again=again)
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help=again_help
+        if again
+        else "a properties file of Confluent's schema registry client settings: "
+        "basic.auth.user.info=USER:PASSWORD (basic.auth.credentials.source=USER_INFO), "
+        "schema.registry.ssl.ca.location=PEM",
+        **extra,
+    )
+    add_settings_arguments(parser, again=again)
+
+
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "schemas",
         help="list, show and register schemas in the schema registry",
         description="Talk to Tidelake's schema registry (the Confluent REST API): list "
         "subjects, show a version or a schema by id, register a schema file. The registry "
         "is found as `tidelake serve` finds its address: --url, else registry_listen of "
-        "--config / --data-dir / TIDELAKE_REGISTRY_LISTEN (default 127.0.0.1:8081).",
+        "--config / --data-dir / TIDELAKE_REGISTRY_LISTEN (default 127.0.0.1:8081). A "
+        "registry with basic auth takes --http-user (or TIDELAKE_HTTP_USER and "
+        "TIDELAKE_HTTP_PASSWORD); an https:// one with a private CA --ca-file PEM; a "
+        "--command-config file may hold Confluent's basic.auth.user.info=USER:PASSWORD "
+        "and schema.registry.ssl.ca.location=PEM.",
     )
     parser.add_argument(
         "--url",
@@ -120,14 +160,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="seconds to wait for a reply (default 10)"
     )
-    add_settings_arguments(parser)
+    _add_connection(parser)
     sub = parser.add_subparsers(dest="schemas_command", metavar="ACTION")
     sub.required = True
 
     p = sub.add_parser("list", help="list subjects")
     p.add_argument("--prefix", default="", help="only subjects starting with this (default: all)")
     p.add_argument("--deleted", action="store_true", help="include soft-deleted subjects")
-    add_settings_arguments(p, again=True)
+    _add_connection(p, again=True)
     p.set_defaults(func=_list)
 
     p = sub.add_parser("get", help="show a subject version or a schema by id")
@@ -137,7 +177,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--id", type=int, help="global schema id instead of a subject")
     p.add_argument("--schema-only", action="store_true", help="print only the schema text")
-    add_settings_arguments(p, again=True)
+    _add_connection(p, again=True)
     p.set_defaults(func=_get)
 
     p = sub.add_parser("register", help="register a schema file under a subject")
@@ -154,5 +194,5 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="normalize the schema before looking it up or registering it",
     )
-    add_settings_arguments(p, again=True)
+    _add_connection(p, again=True)
     p.set_defaults(func=_register)

@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from api.commands.http_client import HttpLogin
 
 __all__ = ["register"]
 
@@ -71,6 +74,10 @@ def register(subparsers: Any) -> None:
         "status",
         help="table topics: lag, freshness, rows/s, files per commit, dead letters, last error; "
         "and the object storage's health",
+        description='The table topics\' status from the HTTP API (with [http] auth = "basic": '
+        "--http-user, or TIDELAKE_HTTP_USER and TIDELAKE_HTTP_PASSWORD; https:// with a "
+        "private CA: --ca-file) and their dead letters from the broker (a secured listener: "
+        "--command-config, whose basic.auth.user.info also logs in to the HTTP API).",
     )
     add_settings_arguments(p_status)
     p_status.add_argument(
@@ -86,6 +93,11 @@ def register(subparsers: Any) -> None:
         "kafka_listen of the settings, unless --http-url is given)",
     )
     p_status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    from api.commands.http_client import add_http_login
+    from api.commands.topics import add_command_config
+
+    add_http_login(p_status)
+    add_command_config(p_status)
     p_status.set_defaults(func=_status)
 
 
@@ -104,18 +116,33 @@ def _catalog(args: argparse.Namespace) -> Any:
 def _status(args: argparse.Namespace) -> int:
     import httpx
 
+    from api.commands.http_client import (
+        describe_error,
+        http_login,
+        kafka_settings,
+        login_refused,
+        read_command_config,
+    )
     from api.commands.serve import connect_address, settings_from_args
 
     settings = settings_from_args(args)
     url = args.http_url or f"http://{connect_address(settings.process.http_listen)}"
+    props = read_command_config(args)
+    login = http_login(args, props)
     try:
-        rows = (
-            httpx.get(f"{url.rstrip('/')}/api/v1/table-topics", timeout=10)
-            .raise_for_status()
-            .json()
+        response = httpx.get(
+            f"{url.rstrip('/')}/api/v1/table-topics", timeout=10, **login.request_options()
         )
+        refused = login_refused(response, login, "the HTTP API")
+        if refused is not None:
+            print(f"tidelake: {refused}", file=sys.stderr)
+            return 1
+        rows = response.raise_for_status().json()
     except httpx.HTTPError as exc:
-        print(f"error: cannot read table topic status from {url}: {exc}", file=sys.stderr)
+        print(
+            f"error: cannot read table topic status from {url}: {describe_error(exc)}",
+            file=sys.stderr,
+        )
         return 1
     # the service counts what it dead-lettered since it started; the topics keep
     # every dead letter across restarts
@@ -123,7 +150,7 @@ def _status(args: argparse.Namespace) -> int:
     bootstrap = args.bootstrap_server or (
         None if args.http_url else connect_address(settings.process.kafka_listen)
     )
-    kept = _dead_letters_in_topics(bootstrap, rows) if bootstrap else {}
+    kept = _dead_letters_in_topics(bootstrap, rows, kafka_settings(props)) if bootstrap else {}
     for r in rows:
         if r.get("topic") in kept:
             r["dead_letters"] = max(int(r.get("dead_letters") or 0), kept[r["topic"]])
@@ -132,7 +159,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(_storage_line(url))
+    print(_storage_line(url, login))
     _print_table(
         [
             "topic",
@@ -163,17 +190,20 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dead_letters_in_topics(bootstrap: str, rows: list[dict[str, Any]]) -> dict[str, int]:
+def _dead_letters_in_topics(
+    bootstrap: str, rows: list[dict[str, Any]], client: dict[str, str] | None = None
+) -> dict[str, int]:
     """Per table topic, the records its dead-letter topic holds (``table.topic.errors.dlq.topic``,
-    default ``<topic>.dlq``). Empty when the broker cannot be asked: the caller keeps
-    the service's own count."""
+    default ``<topic>.dlq``), asked with the librdkafka settings ``client`` (those of
+    ``--command-config``: TLS, SASL). Empty when the broker cannot be asked: the caller
+    keeps the service's own count."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     topics = [str(r["topic"]) for r in rows if r.get("topic")]
     if not topics:
         return {}
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0}
+    conf: dict[str, Any] = {**(client or {}), "bootstrap.servers": bootstrap, "log_level": 0}
     out: dict[str, int] = {}
     try:
         admin = AdminClient({**conf, "socket.timeout.ms": 5000})
@@ -206,12 +236,17 @@ def _dead_letters_in_topics(bootstrap: str, rows: list[dict[str, Any]]) -> dict[
     return out
 
 
-def _storage_line(url: str) -> str:
+def _storage_line(url: str, login: HttpLogin | None = None) -> str:
     """One line on the object storage's health, from ``/api/v1/storage``."""
     import httpx
 
+    options = login.request_options() if login is not None else {}
     try:
-        h = httpx.get(f"{url.rstrip('/')}/api/v1/storage", timeout=10).raise_for_status().json()
+        h = (
+            httpx.get(f"{url.rstrip('/')}/api/v1/storage", timeout=10, **options)
+            .raise_for_status()
+            .json()
+        )
     except httpx.HTTPError as exc:
         return f"object storage: unknown ({exc})"
     line = f"object storage: {h.get('state', 'unknown')}"
