@@ -199,7 +199,15 @@ def _unknown_key(section: str, key: str, valid: list[str]) -> str:
 
 
 # TIDELAKE_* variables that are not settings but are read all the same
-_OTHER_VARIABLES = ("TIDELAKE_CONFIG", "TIDELAKE_VENV")  # VENV: scripts/dev.sh
+# VENV: scripts/dev.sh; HTTP_USER/PASSWORD/CA_FILE: the CLI's login to the
+# HTTP services (api/commands/http_client.py), not settings of the server
+_OTHER_VARIABLES = (
+    "TIDELAKE_CONFIG",
+    "TIDELAKE_VENV",
+    "TIDELAKE_HTTP_USER",
+    "TIDELAKE_HTTP_PASSWORD",
+    "TIDELAKE_HTTP_CA_FILE",
+)
 _OTHER_PREFIXES = ("TIDELAKE_TEST_", "TIDELAKE_FUZZ_")
 
 

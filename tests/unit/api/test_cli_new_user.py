@@ -68,6 +68,9 @@ def test_misspelt_environment_variables_are_warned_about_with_the_nearest_name()
             "TIDELAKE_SPARK_MASTER": "local[1]",  # read by sql/maintenance
             "TIDELAKE_MAINTENANCE_INTERVAL_SECONDS": "5",
             "TIDELAKE_CONFIG": "x.toml",
+            "TIDELAKE_HTTP_USER": "alice",  # the CLI's login to the HTTP services
+            "TIDELAKE_HTTP_PASSWORD": "secret",
+            "TIDELAKE_HTTP_CA_FILE": "ca.pem",
             "tidelake_catalog_type": "sql",  # case does not matter, as for the settings
             "TIDELAKE_NOTHING_LIKE_IT": "1",
             "PATH": "/bin",
