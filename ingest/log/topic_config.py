@@ -214,6 +214,74 @@ def kafka_topic_configs() -> list[ConfigDef]:
             "accepted (the WAL always fsyncs)",
             _at_least(0),
         ),
+        *_accepted_for_compatibility(),
+    ]
+
+
+def _between(low: int, high: int, *also: int) -> Validator:
+    def check(value: str) -> None:
+        if not (low <= int(value) <= high or int(value) in also):
+            raise InvalidConfigError(f"value {value} is not in [{low}, {high}]")
+
+    return check
+
+
+def _throttled_replicas(value: str) -> None:
+    """Kafka's ``partition:broker,...`` list, or ``*``."""
+    if value.strip() in ("", "*"):
+        return
+    for item in value.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise InvalidConfigError(
+                f"{value!r} must be a list of partition:broker pairs, or the wildcard *"
+            )
+
+
+def _accepted_for_compatibility() -> list[ConfigDef]:
+    """Kafka's other topic configs: accepted and reported with Kafka's default
+    and range, so that a tool or test that sets them (librdkafka's own
+    compaction test sets ``file.delete.delay.ms``) works, though they
+    describe local segment files, replication or tiered storage, which a
+    broker over shared object storage does not have."""
+    local = "accepted for compatibility (no local segment files)"
+    return [
+        ConfigDef("compression.gzip.level", "int", "-1", "accepted", _between(1, 9, -1)),
+        ConfigDef("compression.lz4.level", "int", "9", "accepted", _between(1, 17)),
+        ConfigDef("compression.zstd.level", "int", "3", "accepted", _between(-131072, 22)),
+        ConfigDef("file.delete.delay.ms", "long", "60000", local, _at_least(0)),
+        ConfigDef("index.interval.bytes", "int", "4096", local, _at_least(0)),
+        ConfigDef("segment.index.bytes", "int", "10485760", local, _at_least(4)),
+        ConfigDef("segment.jitter.ms", "long", "0", local, _at_least(0)),
+        ConfigDef("preallocate", "boolean", "false", local),
+        ConfigDef(
+            "leader.replication.throttled.replicas",
+            "list",
+            "",
+            "accepted (storage is shared: no replication to throttle)",
+            _throttled_replicas,
+        ),
+        ConfigDef(
+            "follower.replication.throttled.replicas",
+            "list",
+            "",
+            "accepted (storage is shared: no replication to throttle)",
+            _throttled_replicas,
+        ),
+        ConfigDef(
+            "remote.storage.enable",
+            "boolean",
+            "false",
+            "accepted (every topic lives in object storage)",
+        ),
+        ConfigDef("local.retention.ms", "long", "-2", "accepted (tiered storage)", _at_least(-2)),
+        ConfigDef(
+            "local.retention.bytes", "long", "-2", "accepted (tiered storage)", _at_least(-2)
+        ),
+        ConfigDef("remote.log.copy.disable", "boolean", "false", "accepted (tiered storage)"),
+        ConfigDef("remote.log.delete.on.disable", "boolean", "false", "accepted (tiered storage)"),
+        ConfigDef("message.downconversion.enable", "boolean", "true", "accepted"),
+        ConfigDef("message.format.version", "string", "3.0-IV1", "accepted (deprecated in Kafka)"),
     ]
 
 
