@@ -33,11 +33,13 @@ def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def produce_throughput(bootstrap: str, topic: str, n: int, size: int) -> dict[str, float]:
+def produce_throughput(
+    bootstrap: str, topic: str, n: int, size: int, extra: dict[str, object] | None = None
+) -> dict[str, float]:
     p = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 5,
         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576, "log_level": 0,
-        "enable.idempotence": True,
+        "enable.idempotence": True, **(extra or {}),
     })
     payload = os.urandom(size // 2).hex().encode()[:size]  # compressible like text, not trivially
     errors = 0
@@ -65,10 +67,13 @@ def produce_throughput(bootstrap: str, topic: str, n: int, size: int) -> dict[st
     }
 
 
-def produce_latency(bootstrap: str, topic: str, rate_mb: float, seconds: float, size: int) -> dict[str, float]:
+def produce_latency(
+    bootstrap: str, topic: str, rate_mb: float, seconds: float, size: int,
+    extra: dict[str, object] | None = None,
+) -> dict[str, float]:
     p = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 1,
-        "log_level": 0, "enable.idempotence": True,
+        "log_level": 0, "enable.idempotence": True, **(extra or {}),
     })
     payload = os.urandom(size // 2).hex().encode()[:size]
     per_s = rate_mb * 1e6 / size

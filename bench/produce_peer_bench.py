@@ -1,0 +1,137 @@
+"""Produce next to librdkafka's in-memory mock broker (issue #18's peer).
+
+The same confluent-kafka producer settings drive, in alternating rounds of one
+run, ``tidelake serve`` (fsync'd file WAL, local object store) and the mock
+cluster librdkafka builds inside the producing process
+(``test.mock.num.brokers=1``: C, nothing kept on disk, 4 partitions per
+auto-created topic). Two measures, as in the issue: throughput of 1 KiB
+messages (acks=all, lz4, idempotent) and produce latency at a fixed 20 MB/s.
+Prints medians and Tidelake/mock ratios and writes
+bench/results/produce_peer.json.
+
+    python -m bench.produce_peer_bench [--rounds 3] [--messages 300000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.broker_bench import _create_topic, produce_latency, produce_throughput  # noqa: E402
+from tests.support.platform import TidelakeProcess  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_MOCK = {"test.mock.num.brokers": 1}
+_PARTITIONS = 4  # the mock's default for an auto-created topic
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--latency-rate-mb", type=float, default=20.0)
+    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    rounds: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = TidelakeProcess(Path(tmp) / "data", env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
+        try:
+            for r in range(args.rounds):
+                throughput_topic, latency_topic = f"peer-throughput-{r}", f"peer-latency-{r}"
+                _create_topic(proc.bootstrap, throughput_topic, _PARTITIONS)
+                _create_topic(proc.bootstrap, latency_topic, _PARTITIONS)
+                row: dict[str, object] = {"round": r, "load_before": _load()}
+                # alternate which goes first, so a drift in the machine's load
+                # does not always favour the same side
+                order = ("tidelake", "mock") if r % 2 == 0 else ("mock", "tidelake")
+                for side in order:
+                    bootstrap = proc.bootstrap if side == "tidelake" else "127.0.0.1:1"
+                    extra = None if side == "tidelake" else _MOCK
+                    row[f"{side}_throughput"] = produce_throughput(
+                        bootstrap, throughput_topic, args.messages, args.size, extra
+                    )
+                    row[f"{side}_latency"] = produce_latency(
+                        bootstrap,
+                        latency_topic,
+                        args.latency_rate_mb,
+                        args.latency_seconds,
+                        args.size,
+                        extra,
+                    )
+                row["load_after"] = _load()
+                rounds.append(row)
+                t, m = row["tidelake_throughput"], row["mock_throughput"]
+                tl, ml = row["tidelake_latency"], row["mock_latency"]
+                assert isinstance(t, dict) and isinstance(m, dict)
+                assert isinstance(tl, dict) and isinstance(ml, dict)
+                print(
+                    f"round {r}: tidelake {t['mb_per_s']:.1f} MB/s p99 {tl['p99_ms']:.2f} ms | "
+                    f"mock {m['mb_per_s']:.1f} MB/s p99 {ml['p99_ms']:.2f} ms | "
+                    f"load {row['load_before']:.1f}-{row['load_after']:.1f}",
+                    flush=True,
+                )
+        finally:
+            proc.stop()
+
+    def median(key: str, field: str) -> float:
+        return statistics.median(float(r[key][field]) for r in rounds)  # type: ignore[index]
+
+    summary = {
+        "tidelake_mb_per_s": median("tidelake_throughput", "mb_per_s"),
+        "mock_mb_per_s": median("mock_throughput", "mb_per_s"),
+        "tidelake_p50_ms": median("tidelake_latency", "p50_ms"),
+        "tidelake_p99_ms": median("tidelake_latency", "p99_ms"),
+        "mock_p50_ms": median("mock_latency", "p50_ms"),
+        "mock_p99_ms": median("mock_latency", "p99_ms"),
+        "throughput_ratio_per_round": [
+            float(r["tidelake_throughput"]["mb_per_s"]) / float(r["mock_throughput"]["mb_per_s"])  # type: ignore[index]
+            for r in rounds
+        ],
+    }
+    summary["throughput_ratio"] = summary["tidelake_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+    result = {
+        "benchmark": "produce_peer",
+        "machine_cores": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": vars(args),
+        "rounds": rounds,
+        "medians": summary,
+        "targets": {"throughput_ratio": 0.8, "tidelake_p99_ms": 3.0},
+    }
+    print()
+    print(
+        f"medians of {args.rounds} rounds    {'tidelake':>12} {'mock broker':>12}  ratio / target"
+    )
+    print(
+        f"produce 1 KiB acks=all lz4 {summary['tidelake_mb_per_s']:>10.1f} MB/s "
+        f"{summary['mock_mb_per_s']:>7.1f} MB/s  {summary['throughput_ratio']:.2f}x / >= 0.8x"
+    )
+    print(
+        f"p50 at {args.latency_rate_mb:.0f} MB/s            {summary['tidelake_p50_ms']:>10.2f} ms "
+        f"{summary['mock_p50_ms']:>9.2f} ms"
+    )
+    print(
+        f"p99 at {args.latency_rate_mb:.0f} MB/s            {summary['tidelake_p99_ms']:>10.2f} ms "
+        f"{summary['mock_p99_ms']:>9.2f} ms  / <= 3 ms"
+    )
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "produce_peer.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
