@@ -39,7 +39,8 @@ install_python() {
   fi
   local stamp="$VENV/.tidelake-installed"
   local want
-  want=$(cat pyproject.toml scripts/dev.sh | sha256sum | cut -d' ' -f1)
+  # the C sources too: an editable install builds them once, so a changed one must reinstall
+  want=$(cat pyproject.toml scripts/dev.sh ingest/protocol/*.c | sha256sum | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   log "installing Python packages into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null

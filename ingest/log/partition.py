@@ -27,6 +27,7 @@ from ingest.log.topic_config import TopicConfig
 from ingest.log.txn_checkpoints import TxnCheckpointWriter
 from ingest.log.txn_state import TxnCheckpointStore, TxnState
 from ingest.protocol.errors import ErrorCode, KafkaError, error_class
+from ingest.protocol.record_scan import check_records
 from ingest.protocol.records import (
     BATCH_HEADER_SIZE,
     CONTROL_COMMIT,
@@ -44,7 +45,6 @@ from ingest.protocol.records import (
     set_log_append_time,
     set_max_timestamp,
     split_batches,
-    validate_records,
 )
 from ingest.s3stream.api import Stream
 from ingest.s3stream.errors import StreamBackpressureError
@@ -98,12 +98,14 @@ def _validate(prepared: _Prepared) -> list[RecordStats]:
     """Walk every batch's records (inflating in bounded chunks); thread-safe."""
     view = memoryview(prepared.buf)
     try:
-        stats = [validate_records(view, h, prepared.inflate_limit) for h in prepared.headers]
+        checked = [check_records(view, h, prepared.inflate_limit) for h in prepared.headers]
         if prepared.require_keys:
-            for h in prepared.headers:
-                if not h.is_control and _has_null_key(view, h):
+            for h, (_, null_key) in zip(prepared.headers, checked, strict=True):
+                if h.is_control:
+                    continue
+                if null_key or (null_key is None and _has_null_key(view, h)):
                     raise InvalidRecordError("Compacted topic cannot accept message without key")
-        return stats
+        return [stats for stats, _ in checked]
     finally:
         view.release()
 

@@ -1,0 +1,135 @@
+"""The C record walk (``check_records``) against the Python walk
+(``validate_records``): for every batch, valid or mangled, compressed or not,
+both give the same timestamps or the same error, and the null-key answer of
+the C walk is the compacted-topic check's."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ingest.protocol import record_scan
+from ingest.protocol.errors import KafkaError
+from ingest.protocol.record_scan import check_records, scan_fast
+from ingest.protocol.records import (
+    BATCH_HEADER_SIZE,
+    Compression,
+    InflatedTooLargeError,
+    build_batch,
+    decode_records,
+    split_batches,
+    validate_records,
+)
+
+Rec = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+
+
+def test_the_c_scanner_is_built() -> None:
+    # the package builds it (pyproject's ext-modules); without it every
+    # comparison below would compare the Python walk with itself
+    assert record_scan.SCANNER is not None
+
+
+def _with_body(batch: bytes, body: bytes, codec: int, count: int | None = None) -> bytes:
+    """``batch``'s header over another records section (codec, length, CRC fixed)."""
+    out = bytearray(batch[:BATCH_HEADER_SIZE]) + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    attributes = struct.unpack_from(">h", out, 21)[0] & ~0x07
+    struct.pack_into(">h", out, 21, attributes | codec)
+    if count is not None:
+        struct.pack_into(">i", out, 57, count)
+        struct.pack_into(">i", out, 23, max(count - 1, 0))  # lastOffsetDelta
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == Compression.LZ4:
+        return bytes(lz4.frame.compress(data))
+    if codec == Compression.ZSTD:
+        return zstandard.ZstdCompressor().compress(data)
+    return data
+
+
+def _outcome(fn, batch: bytes, limit: int):  # type: ignore[no-untyped-def]
+    [h] = split_batches(memoryview(batch), verify_crc=False)
+    try:
+        stats = fn(memoryview(batch), h, limit)
+    except KafkaError as exc:
+        return (type(exc), str(exc))
+    return stats if not isinstance(stats, tuple) else stats[0]
+
+
+_record = st.tuples(
+    st.none() | st.binary(max_size=40),
+    st.none() | st.binary(max_size=300),
+    st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3),
+    st.integers(min_value=-(10**12), max_value=10**12),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(_record, min_size=1, max_size=30),
+    codec=st.sampled_from([Compression.NONE, Compression.LZ4, Compression.ZSTD]),
+    cut=st.integers(min_value=0, max_value=4000),
+    flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=3),
+    count_delta=st.sampled_from([0, 0, 0, -1, 1]),
+    limit=st.sampled_from([1 << 62, 200]),
+)
+def test_c_and_python_walks_agree(records, codec, cut, flips, count_delta, limit) -> None:  # type: ignore[no-untyped-def]
+    base = build_batch(records)
+    raw = bytearray(base[BATCH_HEADER_SIZE:])
+    for pos, value in flips:  # mangle the records themselves, before compression
+        if raw:
+            raw[pos % len(raw)] = value
+    if cut % 3 == 0 and raw:
+        raw = raw[: cut % len(raw)]  # truncated records
+    batch = _with_body(base, _compress(codec, bytes(raw)), codec, len(records) + count_delta)
+    expected = _outcome(validate_records, batch, limit)
+    assert _outcome(check_records, batch, limit) == expected
+
+
+def test_every_record_field_is_walked_and_timestamps_kept() -> None:
+    records: list[Rec] = [
+        (None if i % 7 == 0 else b"k%d" % i, b"v" * i, [("h", b"x"), ("n", None)], 1000 - i * 3)
+        for i in range(200)
+    ]
+    batch = _with_body(build_batch(records), b"", Compression.NONE)  # header only, then:
+    raw = build_batch(records)[BATCH_HEADER_SIZE:]
+    batch = _with_body(batch, _compress(Compression.LZ4, raw), Compression.LZ4, 200)
+    [h] = split_batches(memoryview(batch))
+    assert record_scan.SCANNER is not None
+    fast = scan_fast(memoryview(batch), h, 1 << 62, record_scan.SCANNER)
+    assert fast is not None  # decided by C, not handed to the Python walk
+    stats, null_key = fast
+    assert (stats.min_timestamp, stats.max_timestamp) == (1000 - 199 * 3, 1000)
+    assert null_key is True
+    assert [r.key for r in decode_records(memoryview(batch), h)][:2] == [None, b"k1"]
+
+
+def test_records_larger_than_a_chunk_are_walked_across_chunks() -> None:
+    big = b"x" * (300 * 1024)  # several 64 KiB inflate chunks per record
+    records: list[Rec] = [(b"a", big, [], 5), (b"b", big, [], 9), (b"c", b"", [], 7)]
+    raw = build_batch(records)[BATCH_HEADER_SIZE:]
+    batch = _with_body(build_batch(records), _compress(Compression.LZ4, raw), Compression.LZ4)
+    [h] = split_batches(memoryview(batch))
+    assert record_scan.SCANNER is not None
+    fast = scan_fast(memoryview(batch), h, 1 << 62, record_scan.SCANNER)
+    assert fast is not None
+    assert (fast[0].min_timestamp, fast[0].max_timestamp, fast[1]) == (5, 9, False)
+
+
+def test_a_bomb_is_refused_at_the_limit_by_both_walks() -> None:
+    raw = build_batch([(b"k", b"\0" * (8 << 20), [], 1)])[BATCH_HEADER_SIZE:]
+    batch = _with_body(build_batch([(b"k", b"", [], 1)]), _compress(Compression.ZSTD, raw), 4)
+    [h] = split_batches(memoryview(batch))
+    for walk in (check_records, validate_records):
+        with pytest.raises(InflatedTooLargeError):
+            walk(memoryview(batch), h, 1 << 20)
