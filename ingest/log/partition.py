@@ -14,34 +14,28 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-import threading
 import time
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ingest.errors import StorageError
+from ingest.log.batch_check import INLINE_INFLATE_BYTES, Prepared, validate, validators
 from ingest.log.producer_state import ProducerStateTable
 from ingest.log.topic_config import TopicConfig
 from ingest.log.txn_checkpoints import TxnCheckpointWriter
 from ingest.log.txn_state import TxnCheckpointStore, TxnState
 from ingest.protocol.errors import ErrorCode, KafkaError, error_class
-from ingest.protocol.record_scan import check_records
 from ingest.protocol.records import (
-    BATCH_HEADER_SIZE,
     CONTROL_COMMIT,
     BatchHeader,
-    CorruptRecordError,
-    InvalidRecordError,
+    InflatedTooLargeError,
     RecordStats,
     build_control_batch,
     check_client_batch,
     control_marker,
     decode_records,
-    decompress,
     patch_base_offset,
-    read_varint,
     set_log_append_time,
     set_max_timestamp,
     split_batches,
@@ -70,65 +64,6 @@ DEFAULT_MAX_INFLATED_BYTES = 100 * 1024 * 1024
 default ``socket.request.max.bytes``, as records that big could not have been
 sent uncompressed."""
 _LONG_MAX = (1 << 63) - 1
-_VALIDATOR_THREADS = 2
-_validator_pool: ThreadPoolExecutor | None = None
-_validator_lock = threading.Lock()
-
-
-def _validators() -> ThreadPoolExecutor:
-    """The worker threads that inflate and check compressed batches (shared,
-    created on first use; a few threads: a bomb occupies one, not the loop)."""
-    global _validator_pool
-    with _validator_lock:
-        if _validator_pool is None:
-            _validator_pool = ThreadPoolExecutor(_VALIDATOR_THREADS, "batch-check")
-        return _validator_pool
-
-
-@dataclass(slots=True)
-class _Prepared:
-    buf: bytearray
-    headers: list[BatchHeader]
-    config: TopicConfig
-    inflate_limit: int
-    require_keys: bool = False  # a compacted topic
-
-
-def _validate(prepared: _Prepared) -> list[RecordStats]:
-    """Walk every batch's records (inflating in bounded chunks); thread-safe."""
-    view = memoryview(prepared.buf)
-    try:
-        checked = [check_records(view, h, prepared.inflate_limit) for h in prepared.headers]
-        if prepared.require_keys:
-            for h, (_, null_key) in zip(prepared.headers, checked, strict=True):
-                if h.is_control:
-                    continue
-                if null_key or (null_key is None and _has_null_key(view, h)):
-                    raise InvalidRecordError("Compacted topic cannot accept message without key")
-        return [stats for stats, _ in checked]
-    finally:
-        view.release()
-
-
-def _has_null_key(view: memoryview, h: BatchHeader) -> bool:
-    """A record of the (already validated) batch has a null key: only each
-    record's length, attributes, deltas and key length are read."""
-    body = bytes(view[h.position + BATCH_HEADER_SIZE : h.position + h.size])
-    data = decompress(h.compression, body) if h.compression else body
-    pos = 0
-    try:
-        for _ in range(h.records_count):
-            length, pos = read_varint(data, pos)
-            end = pos + length
-            _ts, p = read_varint(data, pos + 1)  # after the attributes byte
-            _off, p = read_varint(data, p)
-            klen, _ = read_varint(data, p)
-            if klen < 0:
-                return True
-            pos = end
-    except IndexError as exc:
-        raise CorruptRecordError("record truncated") from exc
-    return False
 
 
 def _timestamp_error(cfg: TopicConfig, stats: list[RecordStats], now: int) -> str | None:
@@ -277,14 +212,15 @@ class PartitionLog:
         if isinstance(prepared, AppendOutcome):
             return prepared
         try:
-            stats = _validate(prepared)
+            stats = validate(prepared)
         except KafkaError as exc:
             return AppendOutcome(exc.error_code, message=str(exc))
         return self._commit(prepared, stats)
 
     def submit(self, records: bytes | memoryview) -> AppendOutcome | asyncio.Future[AppendOutcome]:
-        """Like :meth:`append`, but compressed batches are inflated and checked
-        in a worker thread: the outcome is then a future.
+        """Like :meth:`append`, but a compressed payload that inflates past
+        ``INLINE_INFLATE_BYTES`` is inflated and checked in a worker thread:
+        the outcome is then a future.
 
         Appends still happen in the order ``submit`` was called: once one
         partition has a batch in the worker, later ones wait behind it (their
@@ -294,22 +230,32 @@ class PartitionLog:
         prepared = self._prepare(records)
         if isinstance(prepared, AppendOutcome):
             return prepared
-        compressed = any(h.compression for h in prepared.headers)
-        if not compressed and self._ordered is None:
-            try:
-                return self._commit(prepared, _validate(prepared))
-            except KafkaError as exc:
-                return AppendOutcome(exc.error_code, message=str(exc))
+        stats: list[RecordStats] | None = None
+        error: KafkaError | None = None
+        try:
+            # bounded: a payload that inflates past the inline budget goes
+            # to a worker, which checks it against its real limit
+            stats = validate(prepared, min(prepared.inflate_limit, INLINE_INFLATE_BYTES))
+        except InflatedTooLargeError as exc:
+            if prepared.inflate_limit <= INLINE_INFLATE_BYTES:
+                error = exc
+        except KafkaError as exc:
+            error = exc
+        if self._ordered is None:
+            if error is not None:
+                return AppendOutcome(error.error_code, message=str(error))
+            if stats is not None:
+                return self._commit(prepared, stats)
         loop = asyncio.get_running_loop()
         checked: asyncio.Future[list[RecordStats]]
-        if compressed:
-            checked = loop.run_in_executor(_validators(), _validate, prepared)
-        else:
+        if error is not None:
             checked = loop.create_future()
-            try:
-                checked.set_result(_validate(prepared))
-            except KafkaError as exc:
-                checked.set_exception(exc)
+            checked.set_exception(error)
+        elif stats is not None:
+            checked = loop.create_future()
+            checked.set_result(stats)
+        else:
+            checked = loop.run_in_executor(validators(), validate, prepared)
         task = loop.create_task(self._commit_in_order(self._ordered, checked, prepared))
         self._ordered = task
         task.add_done_callback(self._ordered_done)
@@ -323,7 +269,7 @@ class PartitionLog:
         self,
         previous: asyncio.Task[AppendOutcome] | None,
         checked: asyncio.Future[list[RecordStats]],
-        prepared: _Prepared,
+        prepared: Prepared,
     ) -> AppendOutcome:
         try:
             stats = await checked
@@ -336,7 +282,7 @@ class PartitionLog:
             await asyncio.wait([previous])
         return self._commit(prepared, stats)
 
-    def _prepare(self, records: bytes | memoryview) -> _Prepared | AppendOutcome:
+    def _prepare(self, records: bytes | memoryview) -> Prepared | AppendOutcome:
         """The checks that need no decompression: framing, CRC, header fields, size."""
         cfg = self._config()
         buf = bytearray(records)
@@ -353,9 +299,9 @@ class PartitionLog:
                     ErrorCode.message_too_large,
                     message=f"record batch of {h.size} bytes exceeds max.message.bytes {limit}",
                 )
-        return _Prepared(buf, headers, cfg, max(limit, self._max_inflated_bytes), cfg.compact)
+        return Prepared(buf, headers, cfg, max(limit, self._max_inflated_bytes), cfg.compact)
 
-    def _commit(self, prepared: _Prepared, stats: list[RecordStats]) -> AppendOutcome:
+    def _commit(self, prepared: Prepared, stats: list[RecordStats]) -> AppendOutcome:
         """Stamp and append checked batches (synchronous up to the stream append)."""
         cfg, buf, headers = prepared.config, prepared.buf, prepared.headers
         now = self._clock_ms()
