@@ -41,7 +41,7 @@ def _load() -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--latency-rate-mb", type=float, default=20.0)
     ap.add_argument("--latency-seconds", type=float, default=10.0)

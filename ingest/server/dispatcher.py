@@ -110,15 +110,22 @@ def _response_entity(cls: type[Any], result: Any) -> Any:
     return build(cls, _entity_fields(result))
 
 
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
 def _entity_fields(entity: Any) -> dict[str, Any]:
+    cls = type(entity)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # dataclasses.fields() is slow; every response narrows
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(entity))
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(entity):
-        value = getattr(entity, f.name)
-        if dataclasses.is_dataclass(value):
+    for name in names:
+        value = getattr(entity, name)
+        if hasattr(type(value), "__dataclass_fields__"):
             value = _entity_fields(value)
-        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+        elif type(value) is tuple and value and hasattr(type(value[0]), "__dataclass_fields__"):
             value = tuple(_entity_fields(v) for v in value)
-        out[f.name] = value
+        out[name] = value
     return out
 
 
