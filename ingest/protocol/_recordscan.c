@@ -1,5 +1,7 @@
 /*
- * The produce path's record walk, in C.
+ * Record walks that run for every record, in C: the produce path's check
+ * (scan), and the table topic fast path's record boundaries (starts) and
+ * byte gathering (gather).
  *
  * Before a batch is appended, every record of it is read (Kafka does the
  * same): lengths must chain to the end of the batch, offset deltas must be
@@ -27,6 +29,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* a zig-zag varint of at most 64 bits; 0 on success, 1 when cut off by
  * ``end``, -1 when malformed (longer than 10 bytes or past 64 bits) */
@@ -148,14 +151,106 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nLLLL)", pos, index, lo, hi, null_keys);
 }
 
+/* starts(data, count) -> bytes: the int64 start of each of ``count``
+ * length-prefixed records that must exactly fill ``data`` (a table topic
+ * chunk's decompressed records). ValueError names what is wrong. */
+static PyObject *starts(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &count))
+        return NULL;
+    if (count < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "negative record count");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t *dst = (int64_t *)PyBytes_AS_STRING(out);
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t pos = 0;
+    const char *error = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        dst[i] = pos;
+        int64_t length;
+        int r = read_varint(buf, view.len, &pos, &length);
+        if (r != 0) {
+            error = r > 0 ? "record truncated" : "varint too long";
+            break;
+        }
+        if (length < 0 || length > view.len - pos) {
+            error = "record batch length mismatch";
+            break;
+        }
+        pos += (Py_ssize_t)length;
+    }
+    if (error == NULL && pos != view.len)
+        error = "record batch length mismatch";
+    PyBuffer_Release(&view);
+    if (error != NULL) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_ValueError, error);
+        return NULL;
+    }
+    return out;
+}
+
+/* gather(data, starts, lengths) -> bytes: data[starts[i]:starts[i]+lengths[i]]
+ * for every i, concatenated; starts and lengths are int64 buffers. */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    Py_buffer data, st, ln;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &st, &ln))
+        return NULL;
+    PyObject *out = NULL;
+    const char *error = NULL;
+    Py_ssize_t n = st.len / (Py_ssize_t)sizeof(int64_t);
+    if (st.len != ln.len || st.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        error = "starts and lengths must be int64 arrays of one length";
+        goto done;
+    }
+    const int64_t *s = (const int64_t *)st.buf;
+    const int64_t *l = (const int64_t *)ln.buf;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0 || l[i] < 0 || s[i] > data.len || l[i] > data.len - s[i]) {
+            error = "a range lies outside the data";
+            goto done;
+        }
+        total += (Py_ssize_t)l[i];
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    char *dst = PyBytes_AS_STRING(out);
+    const char *src = (const char *)data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        memcpy(dst, src + s[i], (size_t)l[i]);
+        dst += l[i];
+    }
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&ln);
+    if (error != NULL) {
+        PyErr_SetString(PyExc_ValueError, error);
+        return NULL;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, pos, index, count, base_ts, lo, hi) -> (pos, index, lo, hi, null_keys) | None"},
+    {"starts", starts, METH_VARARGS, "starts(data, count) -> bytes of int64 record starts"},
+    {"gather", gather, METH_VARARGS, "gather(data, starts, lengths) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_recordscan", "The produce path's record walk, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_recordscan", "Record walks that run for every record, in C.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__recordscan(void) { return PyModule_Create(&module); }

@@ -8,3 +8,10 @@ def scan(
     hi: int,
     /,
 ) -> tuple[int, int, int, int, int] | None: ...
+def starts(data: bytes | bytearray | memoryview, count: int, /) -> bytes: ...
+def gather(
+    data: bytes | bytearray | memoryview,
+    starts: bytes | bytearray | memoryview,
+    lengths: bytes | bytearray | memoryview,
+    /,
+) -> bytes: ...

@@ -15,6 +15,7 @@ memory is one chunk plus at most one record cut off by a chunk's end.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Protocol
 
 from ingest.protocol.errors import KafkaError
@@ -26,7 +27,7 @@ from ingest.protocol.records import (
     validate_records,
 )
 
-__all__ = ["check_records", "SCANNER", "scan_fast"]
+__all__ = ["check_records", "SCANNER", "NATIVE", "scan_fast"]
 
 
 class _Scan(Protocol):
@@ -43,16 +44,17 @@ class _Scan(Protocol):
     ) -> tuple[int, int, int, int, int] | None: ...
 
 
-def _load() -> _Scan | None:
+def _native() -> ModuleType | None:
     try:
         from ingest.protocol import _recordscan
     except ImportError:  # not built (a source checkout without `pip install -e .`)
         return None
-    scan: _Scan = _recordscan.scan
-    return scan
+    return _recordscan
 
 
-SCANNER: _Scan | None = _load()
+NATIVE = _native()
+"""The compiled module (``scan``, ``starts``, ``gather``), or None."""
+SCANNER: _Scan | None = NATIVE.scan if NATIVE is not None else None
 # Inflate chunk: 256 KiB walked a 1 MiB lz4 batch in 187 us here, 64 KiB in
 # 283 us (Python per chunk), 1 MiB in 1,393 us (fresh pages faulted in for
 # every chunk: glibc maps allocations that size afresh each time).

@@ -221,6 +221,13 @@ def decode_container_block(decoder: AvroDecoder, block: bytes, lengths: Any) -> 
     return _decode_blocks(decoder, [block], [len(lengths)], lengths)
 
 
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    """The column as one array: polars hands one chunk per column here, and
+    combine_chunks() copies even a single chunk (16 ms per 100k rows here,
+    a third of the decode)."""
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
 def _decode_blocks(
     decoder: AvroDecoder, blocks: list[bytes], counts: list[int], lengths: Any
 ) -> pa.Array | None:
@@ -245,7 +252,7 @@ def _decode_blocks(
     kinds = _field_kinds(decoder)
     if kinds is None:
         return None
-    wire = [table.column(t.field(i).name).combine_chunks() for i in range(t.num_fields)]
+    wire = [_one_chunk(table.column(t.field(i).name)) for i in range(t.num_fields)]
     import numpy as np
 
     expected = _encoded_sizes(wire, [(k, nullable) for k, nullable, _ in kinds])

@@ -133,3 +133,41 @@ def test_a_bomb_is_refused_at_the_limit_by_both_walks() -> None:
     for walk in (check_records, validate_records):
         with pytest.raises(InflatedTooLargeError):
             walk(memoryview(batch), h, 1 << 20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(st.binary(max_size=300), max_size=40),
+    cut=st.integers(min_value=0, max_value=50),
+)
+def test_c_record_starts_match_the_python_loop(records: list[bytes], cut: int) -> None:
+    from ingest.protocol.records import write_varint
+    from table_topic.convert.vector import _record_starts, _starts
+
+    data = b"".join(write_varint(len(r)) + r for r in records)
+    if cut and data:
+        data = data[: len(data) - cut % len(data)]  # cut off: both refuse it
+    try:
+        expected: object = list(_record_starts(data, len(records)))
+    except (IndexError, KafkaError):
+        expected = "refused"
+    try:
+        got: object = [int(x) for x in _starts(data, len(records))]
+    except KafkaError:
+        got = "refused"
+    assert got == expected
+
+
+def test_c_gather_concatenates_the_ranges_and_refuses_ranges_outside() -> None:
+    import numpy as np
+
+    from table_topic.convert.vector import _gather
+
+    buf = np.frombuffer(b"0123456789" + b"\x00" * 16, np.uint8)
+    out, offsets = _gather(buf, np.array([1, 5, 0]), np.array([3, 0, 2]))
+    assert out.tobytes() == b"12301" and list(offsets) == [0, 3, 3, 5]
+    assert record_scan.NATIVE is not None
+    with pytest.raises(ValueError):
+        record_scan.NATIVE.gather(
+            b"abc", np.array([2], np.int64).tobytes(), np.array([5], np.int64).tobytes()
+        )
