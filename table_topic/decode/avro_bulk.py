@@ -82,6 +82,22 @@ def _zigzag_size(v: Any) -> Any:
     return _varint_size(z)
 
 
+def _lengths(col: pa.Array) -> Any:
+    """Byte length of each string or binary value (0 for nulls), numpy int64:
+    from the offsets buffer when there are no nulls (no compute kernel, no
+    fill_null pass)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if col.null_count == 0 and isinstance(col, (pa.LargeStringArray, pa.LargeBinaryArray)):
+        offsets = np.frombuffer(col.buffers()[1], np.int64)[col.offset : col.offset + len(col) + 1]
+        return np.diff(offsets)
+    if col.null_count == 0 and isinstance(col, (pa.StringArray, pa.BinaryArray)):
+        narrow = np.frombuffer(col.buffers()[1], np.int32)[col.offset : col.offset + len(col) + 1]
+        return np.diff(narrow).astype(np.int64)
+    return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _encoded_sizes(columns: list[pa.Array], kinds: list[tuple[str, bool]]) -> Any:
     """Per row: the bytes an Avro encoder writes for these decoded values (numpy int64)."""
     import numpy as np
@@ -93,9 +109,10 @@ def _encoded_sizes(columns: list[pa.Array], kinds: list[tuple[str, bool]]) -> An
         if not nullable and col.null_count:
             raise ValueError("nulls in a non-nullable field")
         if kind in ("long", "int"):
-            size = _zigzag_size(pc.fill_null(col, 0).to_numpy(zero_copy_only=False))
+            ints = pc.fill_null(col, 0) if col.null_count else col
+            size = _zigzag_size(ints.to_numpy(zero_copy_only=False))
         elif kind in ("string", "bytes"):
-            length = pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False)
+            length = _lengths(col)
             size = _zigzag_size(length) + length
         elif kind == "boolean":
             size = np.ones(n, np.int64)
