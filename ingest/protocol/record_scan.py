@@ -22,6 +22,8 @@ from ingest.protocol.errors import KafkaError
 from ingest.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
+    Compression,
+    InflatedTooLargeError,
     RecordStats,
     inflate,
     validate_records,
@@ -69,6 +71,14 @@ def scan_fast(
     body = buf[h.position + BATCH_HEADER_SIZE : h.position + h.size]
     count = h.records_count
     lo = hi = base_ts = h.base_timestamp
+    if h.compression == Compression.NONE:
+        # the records are the payload itself: walk it where it lies (no copy)
+        if len(body) > limit:
+            raise InflatedTooLargeError(f"the record batch inflates to more than {limit} bytes")
+        found = scanner(body, 0, 0, count, base_ts, lo, hi)
+        if found is None or found[1] != count or found[0] != len(body):
+            return None
+        return RecordStats(found[2], found[3]), found[4] > 0
     data = bytearray()
     pos = index = null_keys = 0
     try:
