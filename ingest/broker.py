@@ -340,6 +340,12 @@ class Broker:
         the port the listener bound (which may have been chosen by the OS)."""
         return self.listeners[0].advertised_port or self.port
 
+    async def refresh_view(self, wait_s: float) -> None:
+        """In a cluster, bring the leaders and brokers this broker names up to
+        the shared store before answering (waiting up to ``wait_s`` s)."""
+        if self.member is not None:
+            await self.member.refresh_view(wait_s)
+
     async def await_partition(self, topic: str, partition: int, wait_s: float) -> None:
         """Before answering NOT_LEADER_OR_FOLLOWER for a partition that exists:
         wait (up to ``wait_s`` s) while it moves to or from this broker, and

@@ -64,6 +64,11 @@ _LOOP_STALL_S = 10.0  # an event loop stuck this long: stop renewing the lease
 _DECISIONS_KEPT = 20  # balancing decisions shown by ``tidelake cluster status``
 
 
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and (e := task.exception()) is not None:
+        log.warning("cluster view refresh failed: %s", e)
+
+
 class LeadershipHooks(Protocol):
     async def lead(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Serve the partition here from now on (open its stream)."""
@@ -117,11 +122,15 @@ class ClusterMember:
         self._controller = NO_LEADER
         self._controller_epoch = 0
         self._led: dict[tuple[str, int], int] = {}  # partitions served here -> epoch
-        self._version = -1
+        self._version = -1  # the store version last followed (partitions opened, closed)
+        self._view_version = -1  # the store version the view above was last read at
+        self._followed_topics: set[str] = set()
         self._sync_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._handing: set[tuple[str, int]] = set()  # hand-overs in progress
+        # hand-overs made here that a read of the store may not show yet
+        self._handed: dict[tuple[str, int], PartitionAssignment] = {}
         self._beat_stop = threading.Event()
         self._beats: threading.Thread | None = None
         self._loop_seen = time.monotonic()
@@ -158,6 +167,7 @@ class ClusterMember:
         broker as a leader it does not know it is yet), waiting up to
         ``wait_s`` s; the sync goes on if the wait ends first."""
         task = asyncio.ensure_future(self.sync())
+        task.add_done_callback(_log_failure)
         await asyncio.wait({task}, timeout=wait_s)
 
     def coordinator_for(self, group: str) -> BrokerEndpoint:
@@ -436,23 +446,60 @@ class ClusterMember:
             version = await self._call(self._store.version)
             if version == self._version:
                 return
-            brokers = await self._call(self._store.list_brokers)
-            assignments = await self._call(self._store.assignments)
-            lease = await self._call(self._store.controller)
-            now = await self._call(self._store.now_ms)
-            known_topics = {t for t, _ in self._assignments}
-            self._brokers = brokers
-            self._live = tuple(
-                BrokerEndpoint(b.node_id, b.host, b.port, b.rack, b.listeners)
-                for b in brokers
-                if b.live(now) or b.node_id == self.node_id
-            )
-            self._assignments = {(a.topic, a.partition): a for a in assignments}
-            self._controller = lease.node_id if lease and lease.expires_ms > now else NO_LEADER
-            if {a.topic for a in assignments} != known_topics:
+            assignments = await self._read_view(version)
+            topics = {a.topic for a in assignments}
+            if topics != self._followed_topics:
                 await self._hooks.topics_changed()
+                self._followed_topics = topics
             await self._follow(assignments)
             self._version = version
+
+    async def refresh_view(self, wait_s: float) -> None:
+        """Bring what this broker tells clients (leaders, brokers, controller)
+        up to the store as it is now, waiting up to ``wait_s`` s, without
+        opening or closing anything (the watch loop does that). Metadata calls
+        it first, so a client that was just told NOT_LEADER_OR_FOLLOWER by a
+        partition's old leader learns the new one from whichever broker it
+        asks, not only from the two that took part in the move."""
+        task = asyncio.ensure_future(self._refresh_view())
+        task.add_done_callback(_log_failure)
+        await asyncio.wait({task}, timeout=wait_s)
+
+    async def _refresh_view(self) -> None:
+        version = await self._call(self._store.version)
+        if version > self._view_version:
+            await self._read_view(version)
+
+    async def _read_view(self, version: int) -> list[PartitionAssignment]:
+        """Read brokers, assignments and the controller lease, and make them this
+        broker's view unless a read of a later ``version`` was applied first.
+        Reads may overlap (the watch loop's sync, Metadata's refreshes), so no
+        read takes a partition back to an earlier leader epoch than the one
+        this broker made it (a hand-over made here is known before a read shows it)."""
+        brokers = await self._call(self._store.list_brokers)
+        assignments = await self._call(self._store.assignments)
+        lease = await self._call(self._store.controller)
+        now = await self._call(self._store.now_ms)
+        if version <= self._view_version:
+            return assignments
+        self._view_version = version
+        self._brokers = brokers
+        self._live = tuple(
+            BrokerEndpoint(b.node_id, b.host, b.port, b.rack, b.listeners)
+            for b in brokers
+            if b.live(now) or b.node_id == self.node_id
+        )
+        view: dict[tuple[str, int], PartitionAssignment] = {}
+        for a in assignments:
+            key = (a.topic, a.partition)
+            mine = self._handed.pop(key, None)
+            if mine is not None and mine.leader_epoch > a.leader_epoch:
+                self._handed[key] = a = mine  # read before the hand-over committed
+            view[key] = a
+        self._handed = {k: v for k, v in self._handed.items() if k in view}
+        self._assignments = view
+        self._controller = lease.node_id if lease and lease.expires_ms > now else NO_LEADER
+        return assignments
 
     async def _follow(self, assignments: list[PartitionAssignment]) -> None:
         me = self.node_id
@@ -516,7 +563,7 @@ class ClusterMember:
                 self._store.hand_over, a.topic, a.partition, a.leader_epoch, a.target
             )
             if moved:
-                self._assignments[key] = PartitionAssignment(
+                self._assignments[key] = self._handed[key] = PartitionAssignment(
                     a.topic, a.partition, a.target, a.leader_epoch + 1
                 )
         finally:

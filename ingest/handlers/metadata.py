@@ -9,6 +9,10 @@ broker without that listener is left out of the broker list, and a partition
 it leads has no leader for this listener: LEADER_NOT_AVAILABLE up to v5,
 LISTENER_NOT_FOUND from v6 (as Kafka answers; both are retriable).
 
+In a cluster, each Metadata first reads the shared store's version (one
+query; the whole view only when it changed), so the leaders it names are
+those of the moment the request arrived, whichever broker answers.
+
 Racks (issue #16): a client whose ``client.id`` carries ``tidelake_rack=<rack>``
 is told that a broker of its rack leads each partition
 (:func:`ingest.zone_router.leader_for_client`; its replica and ISR lists name
@@ -74,6 +78,7 @@ MetadataRequest = Union[  # noqa: UP007 - a runtime alias of every version we se
     v12.MetadataRequest,
 ]
 
+VIEW_REFRESH_WAIT_S = 0.5  # how long Metadata waits for the cluster store
 _NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 _DESCRIBE = acl.AclOperation.DESCRIBE
 
@@ -163,6 +168,9 @@ def _topic_error(name: str, error: ErrorCode) -> MetadataResponseTopic:
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
+    # Leaders as the cluster has them when the request came in: a client sent
+    # here by NOT_LEADER_OR_FOLLOWER must not be told the old leader again.
+    await broker.refresh_view(VIEW_REFRESH_WAIT_S)
     requested = request.topics
     # Version 0 has no null: an empty list asks for every topic.
     names: list[str] = []
