@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import json
 import struct
+from decimal import Decimal
 
 import fastavro
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,3 +100,100 @@ def test_vectorised_path_matches_general_path(values: list, keys: list) -> None:
         assert len(values) < 64
         return
     assert fast.tables[0].equals(slow.tables[0])
+
+
+def _decimal_schema(precision: int, scale: int) -> dict[str, object]:
+    dec = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+    return {
+        "type": "record",
+        "name": "D",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "amount", "type": dec},
+            {"name": "maybe", "type": ["null", dec]},
+        ],
+    }
+
+
+@st.composite
+def decimal_rows(draw: st.DrawFn) -> tuple[int, int, list[dict[str, object]]]:
+    precision = draw(st.integers(min_value=1, max_value=38))
+    scale = draw(st.integers(min_value=0, max_value=precision))
+    limit = 10**precision - 1
+    unscaled = st.one_of(
+        st.integers(min_value=-limit, max_value=limit),
+        st.sampled_from([0, -1, 1, limit, -limit, 127, 128, -128, -129, 255, 256]).filter(
+            lambda v: abs(v) <= limit
+        ),
+    )
+    values = draw(
+        st.lists(st.tuples(unscaled, st.one_of(st.none(), unscaled)), min_size=64, max_size=150)
+    )
+    return (
+        precision,
+        scale,
+        [
+            {
+                "id": i,
+                "amount": Decimal(f"{a}E-{scale}"),
+                "maybe": None if m is None else Decimal(f"{m}E-{scale}"),
+            }
+            for i, (a, m) in enumerate(values)
+        ],
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(decimal_rows())
+def test_bulk_decimals_match_the_per_record_decoder(case: tuple[int, int, list]) -> None:
+    from table_topic.decode import avro_bulk
+    from table_topic.decode.avro import AvroDecoder
+
+    precision, scale, values = case
+    schema = _decimal_schema(precision, scale)
+    dec = AvroDecoder(1, json.dumps(schema))
+    assert avro_bulk._eligible(dec)
+    parsed = fastavro.parse_schema(schema)
+    bodies = []
+    for v in values:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, v)
+        bodies.append(buf.getvalue())
+    bulk = avro_bulk.decode_bulk(dec, bodies)
+    assert bulk is not None  # the bulk path, not the fallback
+    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
+    assert bulk.type == dec.arrow_type
+    assert bulk.equals(slow)
+    assert bulk.to_pylist() == values
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        (10**4).to_bytes(2, "big", signed=True),  # past precision 4
+        (-(10**4)).to_bytes(2, "big", signed=True),
+        b"\x00" * 17,  # wider than decimal128 holds
+    ],
+)
+def test_bulk_decimals_leave_values_they_cannot_hold_to_the_per_record_path(raw: bytes) -> None:
+    from table_topic.decode import avro_bulk
+    from table_topic.decode.avro import AvroDecoder
+
+    schema = _decimal_schema(4, 2)
+    dec = AvroDecoder(1, json.dumps(schema))
+    # the same wire layout, written with the decimals as plain bytes
+    wire = {**schema, "fields": [{**f, "type": "bytes"} for f in schema["fields"][1:2]]}
+    wire["fields"] = [
+        schema["fields"][0],
+        *wire["fields"],
+        {"name": "maybe", "type": ["null", "bytes"]},
+    ]
+    parsed = fastavro.parse_schema(wire)
+    bodies = []
+    for i in range(100):
+        buf = io.BytesIO()
+        value = raw if i == 50 else (i).to_bytes(1, "big")
+        fastavro.schemaless_writer(buf, parsed, {"id": i, "amount": value, "maybe": None})
+        bodies.append(buf.getvalue())
+    with pytest.raises(ValueError):
+        avro_bulk.decode_bulk(dec, bodies)
