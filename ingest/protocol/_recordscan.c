@@ -1,7 +1,7 @@
 /*
  * Record walks that run for every record, in C: the produce path's check
- * (scan), and the table topic fast path's record boundaries (starts) and
- * byte gathering (gather).
+ * (scan), and the table topic fast path's record boundaries (starts), record
+ * fields (fields) and byte gathering (gather).
  *
  * Before a batch is appended, every record of it is read (Kafka does the
  * same): lengths must chain to the end of the batch, offset deltas must be
@@ -241,11 +241,83 @@ done:
     return out;
 }
 
+/* fields(data, starts) -> bytes | None: for the records that start at the
+ * int64 positions ``starts`` of ``data`` (as starts() found them), six int64
+ * columns one after another: timestamp delta, offset delta, key length, key
+ * start, value length, value start. None, and the caller's numpy walk
+ * decides, for anything but a plain record: a malformed varint, a field
+ * past its record, a null value, headers, a record longer than it says. */
+static PyObject *fields(PyObject *self, PyObject *args) {
+    Py_buffer data, st;
+    if (!PyArg_ParseTuple(args, "y*y*", &data, &st))
+        return NULL;
+    if (st.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&st);
+        PyErr_SetString(PyExc_ValueError, "starts must be an int64 array");
+        return NULL;
+    }
+    const Py_ssize_t n = st.len / (Py_ssize_t)sizeof(int64_t);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 6 * n * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&st);
+        return NULL;
+    }
+    int64_t *ts = (int64_t *)PyBytes_AS_STRING(out);
+    int64_t *off = ts + n, *klen = ts + 2 * n, *kstart = ts + 3 * n;
+    int64_t *vlen = ts + 4 * n, *vstart = ts + 5 * n;
+    const unsigned char *buf = (const unsigned char *)data.buf;
+    const int64_t *s = (const int64_t *)st.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        int64_t length, headers;
+        if (s[i] < 0 || s[i] >= data.len) {
+            bad = 1;
+            break;
+        }
+        Py_ssize_t p = (Py_ssize_t)s[i];
+        if (read_varint(buf, data.len, &p, &length) != 0 || length <= 0 ||
+            length > data.len - p) {
+            bad = 1;
+            break;
+        }
+        const Py_ssize_t end = p + (Py_ssize_t)length;
+        p += 1; /* attributes */
+        if (read_varint(buf, end, &p, &ts[i]) != 0 || read_varint(buf, end, &p, &off[i]) != 0) {
+            bad = 1;
+            break;
+        }
+        if (skip_field(buf, end, &p, 1, &klen[i]) != 0) {
+            bad = 1;
+            break;
+        }
+        kstart[i] = klen[i] < 0 ? (int64_t)p : (int64_t)(p - (Py_ssize_t)klen[i]);
+        if (skip_field(buf, end, &p, 0, &vlen[i]) != 0) {
+            bad = 1;
+            break;
+        }
+        vstart[i] = (int64_t)(p - (Py_ssize_t)vlen[i]);
+        if (read_varint(buf, end, &p, &headers) != 0 || headers != 0 || p != end)
+            bad = 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&st);
+    if (bad) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, pos, index, count, base_ts, lo, hi) -> (pos, index, lo, hi, null_keys) | None"},
     {"starts", starts, METH_VARARGS, "starts(data, count) -> bytes of int64 record starts"},
     {"gather", gather, METH_VARARGS, "gather(data, starts, lengths) -> bytes"},
+    {"fields", fields, METH_VARARGS, "fields(data, starts) -> bytes of six int64 columns | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,3 +15,6 @@ def gather(
     lengths: bytes | bytearray | memoryview,
     /,
 ) -> bytes: ...
+def fields(
+    data: bytes | bytearray | memoryview, starts: bytes | bytearray | memoryview, /
+) -> bytes | None: ...

@@ -171,3 +171,66 @@ def test_c_gather_concatenates_the_ranges_and_refuses_ranges_outside() -> None:
         record_scan.NATIVE.gather(
             b"abc", np.array([2], np.int64).tobytes(), np.array([5], np.int64).tobytes()
         )
+
+
+def _fields_both(data: bytes, count: int):  # type: ignore[no-untyped-def]
+    """(C fields, numpy fields) of a records section; each a list of six
+    int lists, None (not plain records) or "refused" (corrupt)."""
+    import numpy as np
+
+    from table_topic.convert import vector
+
+    def outcome(native: object) -> object:
+        saved = vector.NATIVE
+        vector.NATIVE = native  # type: ignore[assignment]
+        try:
+            arr = np.frombuffer(data + b"\x00" * vector._PAD, np.uint8)
+            got = vector._fields(arr, vector._starts(data, count))
+        except (IndexError, KafkaError):
+            return "refused"
+        finally:
+            vector.NATIVE = saved  # type: ignore[assignment]
+        return None if got is None else [[int(x) for x in col] for col in got]
+
+    return outcome(record_scan.NATIVE), outcome(None)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=40)),
+            st.one_of(st.none(), st.binary(min_size=5, max_size=300)),
+            st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=5)), max_size=2),
+            st.integers(min_value=0, max_value=2**41),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    flip=st.one_of(st.none(), st.tuples(st.integers(min_value=0), st.integers(1, 255))),
+)
+def test_c_record_fields_match_the_numpy_walk(
+    records: list[Rec], flip: tuple[int, int] | None
+) -> None:
+    """Plain records give the same six columns both ways; anything else (null
+    values, headers, a mangled byte) is left by the C walk to the numpy walk."""
+    batch = build_batch(records)
+    h = split_batches(memoryview(batch))[0]
+    data = bytearray(batch[h.position + BATCH_HEADER_SIZE : h.position + h.size])
+    if flip is not None:
+        data[flip[0] % len(data)] ^= flip[1]
+    c_walk, numpy_walk = _fields_both(bytes(data), len(records))
+
+    def used(walk: object) -> object:  # what convert_vectorised goes on with
+        if isinstance(walk, list) and any(n < 5 for n in walk[4]):
+            return None  # a value too short for the schema id frame
+        return walk
+
+    if c_walk is not None:
+        assert used(c_walk) == used(numpy_walk)
+    plain = all(v is not None and not hs for _, v, hs, _ in records)
+    if flip is None and plain:
+        assert c_walk is not None  # the C walk takes every plain record
+        assert isinstance(c_walk, list)
+        assert c_walk[4] == [len(v or b"") for _, v, _, _ in records]
+        assert c_walk[2] == [-1 if k is None else len(k) for k, _, _, _ in records]
