@@ -4,7 +4,10 @@ Cycle: workers queue converted chunks; the coordinator drains them until the
 commit interval has passed (or ``max_rows_per_commit`` rows are pending, so a
 backlog commits in bounded chunks), writes the chunks' dead letters, then
 commits all rows with the next offset of every partition in one Iceberg
-snapshot. Any failure (catalog down, commit conflict, fatal data error)
+snapshot. A backlog (more than ``max_rows_per_commit`` offsets still to convert
+when a full commit is made) commits as fast as it is converted: the commit
+that brings the table up to the end of the log follows as soon as the last
+chunk is converted, rather than an interval later (60 s by default). Any failure (catalog down, commit conflict, fatal data error)
 discards what is pending, and the cycle restarts from the offsets in the table:
 the table and the offsets it records never disagree.
 
@@ -234,6 +237,7 @@ class TopicCoordinator:
         interval = self.cfg.commit_interval_ms / 1000
         last_commit = time.monotonic()
         pending: list[ConvertedChunk] = []
+        draining = False  # a backlog of more than one commit is being converted
         while True:
             if self._stopping:
                 raise asyncio.CancelledError()
@@ -269,13 +273,20 @@ class TopicCoordinator:
                     pending_rows += c.records
             fatal = any(c.fatal for c in pending)
             due = time.monotonic() - last_commit >= interval
-            if not (due or fatal or pending_rows >= s.max_rows_per_commit):
+            full = pending_rows >= s.max_rows_per_commit
+            # the rest of a backlog commits once it is converted, not an interval later
+            caught_up = draining and _caught_up(workers, queues)
+            if not (due or fatal or full or caught_up):
                 remaining = interval - (time.monotonic() - last_commit)
                 with suppress(asyncio.TimeoutError):
                     # wake at least every second to notice a leader move
                     await asyncio.wait_for(notify.wait(), min(max(remaining, 0.001), 1.0))
                 continue
             last_commit = time.monotonic()
+            if caught_up:
+                draining = False
+            elif full and not draining:
+                draining = _lag(workers) >= s.max_rows_per_commit
             for c in pending:
                 offsets[c.partition] = max(offsets[c.partition], c.next_offset)
             if any(c.records for c in pending) or any(
@@ -388,6 +399,18 @@ class TopicCoordinator:
                     )
                 )
         return out
+
+
+def _lag(workers: dict[int, PartitionWorker]) -> int:
+    """Offsets of the served partitions not converted yet."""
+    return sum(max(0, w.plog.last_stable_offset - w.position) for w in workers.values())
+
+
+def _caught_up(
+    workers: dict[int, PartitionWorker], queues: dict[int, asyncio.Queue[ConvertedChunk]]
+) -> bool:
+    """Every partition converted up to its last stable offset, every chunk taken."""
+    return _lag(workers) == 0 and all(q.empty() for q in queues.values())
 
 
 async def _records_at(plog: Any, offsets: set[int]) -> list[Record]:

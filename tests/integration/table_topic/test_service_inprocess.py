@@ -216,7 +216,7 @@ async def test_added_partitions_are_converted(platform: Platform) -> None:
     assert status_of(p, "grows")["committed_offsets"] == {0: 1, 1: 1, 2: 2}
 
 
-async def test_a_backlog_commits_in_bounded_chunks(
+async def test_a_backlog_commits_in_bounded_chunks_without_waiting_for_the_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TIDELAKE_TABLE_TOPIC_MAX_ROWS_PER_COMMIT", "300")
@@ -244,15 +244,22 @@ async def test_a_backlog_commits_in_bounded_chunks(
             },
         )
         catalog = table_catalog(Path(p.settings.data_dir))
+        # all of it, the last 100 rows too, well before the 60 s interval:
+        # the commit that brings the table to the end of the log does not wait
         await wait_for(
-            lambda: catalog.load_table(("default", "backlog")).scan().to_arrow().num_rows >= 900
+            lambda: catalog.load_table(("default", "backlog")).scan().to_arrow().num_rows == 1000,
+            within=30,
         )
         table = catalog.load_table(("default", "backlog"))
         added = [
             int(s.summary.additional_properties.get("added-records", "0"))
             for s in table.snapshots()
         ]
-        assert max(added) <= 300 and sum(added) >= 900
+        assert max(added) <= 300 and sum(added) == 1000
+        # once caught up, new records wait for the interval again
+        await append(p, "backlog", [(None, b"late")])
+        await asyncio.sleep(3)
+        assert len(catalog.load_table(("default", "backlog")).snapshots()) == len(added)
     finally:
         await p.stop()
 
@@ -385,7 +392,9 @@ async def test_errors_tolerance_all_dead_letters_what_invalid_data_stops_at(
         "table.topic.convert.value.type": "by_schema_id",
         "table.topic.transform.value.type": "flatten",
     }
-    await p.broker.logs.create_topic("tol-all", 1, 1, {**base, "table.topic.errors.tolerance": "all"})
+    await p.broker.logs.create_topic(
+        "tol-all", 1, 1, {**base, "table.topic.errors.tolerance": "all"}
+    )
     await p.broker.logs.create_topic("tol-data", 1, 1, base)
     for topic in ("tol-all", "tol-data"):
         await append(p, topic, [(None, good1), (None, bad), (None, junk), (None, good2)])
