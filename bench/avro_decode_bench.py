@@ -2,11 +2,14 @@
 
     python -m bench.avro_decode_bench [--records 200000] [--rounds 3]
 
-Two schemas, each decoded both ways in the same run:
+Three schemas, each decoded both ways in the same run:
 
 - ``primitives``: long, int, string, nullable string, double, boolean;
-- ``decimals``: the same with two bytes-backed decimals (one nullable), which
-  until session 12 always took the per-record path.
+- ``decimals``: the same with two bytes-backed decimals (one nullable);
+- ``nested``: three primitives, a nested record and a nullable nested record
+  with a timestamp.
+
+Decimals and nested records took the per-record path until session 12.
 
 The bulk path (``table_topic.decode.avro_bulk.decode_bulk``) wraps the bodies
 in an Avro container, reads it with polars and converts in Arrow; the baseline
@@ -19,6 +22,7 @@ JSON to ``bench/results/avro_decode_bench.json``.
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import json
 import statistics
@@ -56,10 +60,48 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             {"name": "discount", "type": ["null", _DEC]},
         ],
     },
+    "nested": {
+        "type": "record",
+        "name": "N",
+        "fields": [
+            *_BASE[:3],
+            {
+                "name": "venue",
+                "type": {
+                    "type": "record",
+                    "name": "Venue",
+                    "fields": [
+                        {"name": "code", "type": "string"},
+                        {"name": "lane", "type": "int"},
+                    ],
+                },
+            },
+            {
+                "name": "fill",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "Fill",
+                        "fields": [
+                            {"name": "price", "type": "double"},
+                            {
+                                "name": "at",
+                                "type": {"type": "long", "logicalType": "timestamp-millis"},
+                            },
+                        ],
+                    },
+                ],
+            },
+        ],
+    },
 }
 
 
-def _row(i: int, decimals: bool) -> dict[str, Any]:
+_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def _row(i: int, schema: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": i,
         "qty": i % 1000,
@@ -68,18 +110,22 @@ def _row(i: int, decimals: bool) -> dict[str, Any]:
         "weight": i / 7,
         "ok": i % 2 == 0,
     }
-    if decimals:
+    if schema == "decimals":
         row["price"] = Decimal(f"{(i * 7919) % 10**9 - 5 * 10**8}E-2")
         row["discount"] = None if i % 4 == 0 else Decimal(f"{i % 10_000}E-2")
+    if schema == "nested":
+        row["venue"] = {"code": f"X{i % 40}", "lane": i % 8}
+        at = _EPOCH + datetime.timedelta(milliseconds=i)
+        row["fill"] = None if i % 5 == 0 else {"price": i / 3, "at": at}
     return row
 
 
-def _bodies(schema: dict[str, Any], n: int) -> list[bytes]:
+def _bodies(name: str, schema: dict[str, Any], n: int) -> list[bytes]:
     parsed = fastavro.parse_schema(schema)
     out = []
     for i in range(n):
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, _row(i, "price" in json.dumps(schema)))
+        fastavro.schemaless_writer(buf, parsed, _row(i, name))
         out.append(buf.getvalue())
     return out
 
@@ -99,7 +145,7 @@ def main() -> None:
     results: dict[str, Any] = {"records": args.records, "rounds": args.rounds, "schemas": {}}
     for name, schema in SCHEMAS.items():
         dec = AvroDecoder(1, json.dumps(schema))
-        bodies = _bodies(schema, args.records)
+        bodies = _bodies(name, schema, args.records)
         bulk_s, slow_s = [], []
         same = True
         for _ in range(args.rounds):

@@ -1,19 +1,20 @@
 """Bulk Avro decoding: wrap raw bodies in an Avro object container, read it columnar.
 
 fastavro decodes about 220k records/s per core; polars' Avro reader reads a
-container file ten times faster. Used only for flat records whose fields are
-Avro primitives or ``[null, primitive]`` unions, and the logical types carried
-by an int or long (date, time-millis/micros, timestamp-millis/micros and their
-local variants), a string (uuid) or bytes (decimal): those are decoded as their
-plain wire type (the container's schema drops the logical type) and converted
-in Arrow and numpy, so polars never interprets them. Decimals on ``fixed`` and
-nested records take the per-record path.
+container file ten times faster. Used for records whose fields are Avro
+primitives, nested records of them, ``[null, x]`` unions of those, and the
+logical types carried by an int or long (date, time-millis/micros,
+timestamp-millis/micros and their local variants), a string (uuid) or bytes
+(decimal): those are decoded as their plain wire type (the container's schema
+drops the logical type) and converted in Arrow and numpy, so polars never
+interprets them. Arrays, maps, enums, fixed (decimals on ``fixed`` too),
+unions of several types and named-type references take the per-record path.
 
 Safety: a container block does not delimit its records, so a malformed body
 could shift its neighbours without an error. After decoding, the encoded size
 of every row is recomputed from the decoded values (vectorised: varint sizes
 of zigzag longs, length prefixes of strings, 4/8 bytes for floats, 1 byte per
-union branch index) and compared with each body's actual length. Any
+union branch index, nested records field by field) and compared with each body's actual length. Any
 difference (a misaligned or non-canonical body) rejects the bulk result and
 the caller falls back to per-record fastavro, which finds the bad records.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,7 @@ __all__ = ["decode_bulk", "bulk_available"]
 _SIMPLE = {pa.bool_(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.binary()}
 _SYNC = os.urandom(16)
 _BLOCK = 4096  # records per container block
+_MAX_DEPTH = 8  # nested records deeper than this take the per-record path
 
 
 def _header(schema_json: object) -> bytes:
@@ -99,37 +102,43 @@ def _lengths(col: pa.Array) -> Any:
     return pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _encoded_sizes(columns: list[pa.Array], kinds: list[tuple[str, bool]]) -> Any:
-    """Per row: the bytes an Avro encoder writes for these decoded values (numpy int64)."""
+def _sizes(col: pa.Array, kind: _Kind, parent: Any) -> Any:
+    """Per row: the bytes an Avro encoder writes for this field's decoded
+    values (numpy int64), 0 where ``parent`` (the rows whose enclosing record
+    is present, a numpy bool array; None: all) is not."""
     import numpy as np
     import pyarrow.compute as pc
 
-    n = len(columns[0])
-    total = np.zeros(n, np.int64)
-    for col, (kind, nullable) in zip(columns, kinds, strict=True):
-        if not nullable and col.null_count:
+    n = len(col)
+    valid = pc.is_valid(col).to_numpy(zero_copy_only=False) if col.null_count else None
+    if valid is not None and not kind.nullable:
+        if (~valid if parent is None else ~valid & parent).any():
             raise ValueError("nulls in a non-nullable field")
-        if kind in ("long", "int"):
-            ints = pc.fill_null(col, 0) if col.null_count else col
-            size = _zigzag_size(ints.to_numpy(zero_copy_only=False))
-        elif kind in ("string", "bytes"):
-            length = _lengths(col)
-            size = _zigzag_size(length) + length
-        elif kind == "boolean":
-            size = np.ones(n, np.int64)
-        elif kind == "float":
-            size = np.full(n, 4, np.int64)
-        elif kind == "double":
-            size = np.full(n, 8, np.int64)
-        else:
-            raise ValueError(kind)
-        if nullable:
-            if col.null_count:
-                valid = ~pc.is_null(col).to_numpy(zero_copy_only=False)
-                size = np.where(valid, size, 0)
-            size = size + 1
-        total += size
-    return total
+    here = valid if parent is None else (parent if valid is None else parent & valid)
+    if kind.wire == "record":
+        assert isinstance(col, pa.StructArray)
+        size = np.zeros(n, np.int64)
+        for i, child in enumerate(kind.children):
+            size += _sizes(col.field(i), child, here)
+    elif kind.wire in ("long", "int"):
+        ints = pc.fill_null(col, 0) if col.null_count else col
+        size = _zigzag_size(ints.to_numpy(zero_copy_only=False))
+    elif kind.wire in ("string", "bytes"):
+        length = _lengths(col)
+        size = _zigzag_size(length) + length
+    elif kind.wire == "boolean":
+        size = np.ones(n, np.int64)
+    elif kind.wire == "float":
+        size = np.full(n, 4, np.int64)
+    elif kind.wire == "double":
+        size = np.full(n, 8, np.int64)
+    else:
+        raise ValueError(kind.wire)
+    if here is not None:
+        size = np.where(here, size, 0)
+    if kind.nullable:  # the union's branch index, wherever the enclosing record is
+        size = size + (1 if parent is None else parent.astype(np.int64))
+    return size
 
 
 # logical type -> (wire primitive, how to turn the wire integers into the column)
@@ -146,48 +155,81 @@ _LOGICAL: dict[str, tuple[str, str]] = {
 }
 
 
-def _branch(b: Any) -> tuple[str, str] | None:
-    """(wire primitive, conversion) of one union branch or field type, None if not bulk."""
+@dataclass(frozen=True)
+class _Kind:
+    """How one field is written: its wire type (an Avro primitive, or
+    "record" with ``children``), whether it is a ``[null, x]`` union, and the
+    conversion of a logical type ("" for none)."""
+
+    wire: str
+    nullable: bool = False
+    conversion: str = ""
+    children: tuple[_Kind, ...] = ()
+
+
+def _branch(b: Any, depth: int = 0) -> _Kind | None:
+    """One union branch or field type, None if not bulk-decodable."""
     if isinstance(b, str):
-        return (b, "") if b in _PRIMITIVE_NAMES else None
-    if isinstance(b, dict):
-        logical = b.get("logicalType")
+        return _Kind(b) if b in _PRIMITIVE_NAMES else None
+    if not isinstance(b, dict):
+        return None
+    base, logical = b.get("type"), b.get("logicalType")
+    if logical is not None:
         found = _LOGICAL.get(logical) if isinstance(logical, str) else None
-        if found is not None and b.get("type") == found[0]:
-            return found
+        if found is not None and base == found[0]:
+            return _Kind(found[0], conversion=found[1])
+        return None
+    if base == "record" and depth < _MAX_DEPTH:
+        children = _record_kinds(b, depth + 1)
+        return _Kind("record", children=tuple(children)) if children else None
+    if isinstance(base, str) and base in _PRIMITIVE_NAMES and base != "null":
+        return _Kind(base)  # {"type": "string", "avro.java.string": ...}
     return None
 
 
-def _field_kinds(decoder: AvroDecoder) -> list[tuple[str, bool, str]] | None:
-    """Per field: (wire primitive, nullable, conversion), or None if not bulk-decodable."""
+def _field_kind(ftype: Any, depth: int) -> _Kind | None:
+    branches = ftype if isinstance(ftype, list) else [ftype]
+    if len(branches) > 2 or (len(branches) == 2 and "null" not in branches):
+        return None
+    rest = [b for b in branches if b != "null"]
+    if len(rest) != 1:
+        return None
+    kind = _branch(rest[0], depth)
+    if kind is None or kind.wire == "null":
+        return None
+    return replace(kind, nullable=len(branches) == 2)
+
+
+def _record_kinds(record: dict[str, Any], depth: int) -> list[_Kind] | None:
     out = []
-    for f in decoder.schema_json.get("fields", []):
-        ftype = f["type"]
-        branches = ftype if isinstance(ftype, list) else [ftype]
-        kinds = [_branch(b) for b in branches]
-        if any(k is None for k in kinds):
+    for f in record.get("fields", []):
+        kind = _field_kind(f["type"], depth)
+        if kind is None:
             return None
-        non_null = [k for k in kinds if k is not None and k[0] != "null"]
-        if len(non_null) != 1 or len(branches) > 2:
-            return None
-        out.append((non_null[0][0], len(branches) == 2, non_null[0][1]))
+        out.append(kind)
     return out
 
 
+def _field_kinds(decoder: AvroDecoder) -> list[_Kind] | None:
+    """Per field of the value record, or None if it is not bulk-decodable."""
+    return _record_kinds(decoder.schema_json, 0)
+
+
 def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
-    """The record schema with logical types replaced by their wire primitive."""
+    """The record schema with logical types replaced by their wire primitive,
+    in nested records too."""
 
     def strip(t: Any) -> Any:
         if isinstance(t, list):
             return [strip(b) for b in t]
         if isinstance(t, dict) and t.get("logicalType") in _LOGICAL:
             return t["type"]
+        if isinstance(t, dict) and t.get("type") == "record":
+            return {**t, "fields": [{**f, "type": strip(f["type"])} for f in t["fields"]]}
         return t
 
-    return {
-        **schema_json,
-        "fields": [{**f, "type": strip(f["type"])} for f in schema_json.get("fields", [])],
-    }
+    out: dict[str, Any] = strip(schema_json)
+    return out
 
 
 def _decimals(col: pa.Array, target: pa.Decimal128Type) -> pa.Array:
@@ -230,10 +272,20 @@ def _decimals(col: pa.Array, target: pa.Decimal128Type) -> pa.Array:
     return arr
 
 
-def _convert(col: pa.Array, conversion: str, target: pa.DataType) -> pa.Array:
-    """Wire values (ints, strings) -> the column type the per-record path produces."""
+def _convert(col: pa.Array, kind: _Kind, target: pa.DataType) -> pa.Array:
+    """Wire values (ints, strings, records of them) -> the column type the
+    per-record path produces."""
     import pyarrow.compute as pc
 
+    conversion = kind.conversion
+    if kind.wire == "record":
+        assert isinstance(col, pa.StructArray) and isinstance(target, pa.StructType)
+        children = [
+            _convert(col.field(i), child, target.field(i).type)
+            for i, child in enumerate(kind.children)
+        ]
+        mask = pc.is_null(col) if col.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if conversion == "decimal":
         assert isinstance(target, pa.Decimal128Type)
         return _decimals(col, target)
@@ -246,18 +298,23 @@ def _convert(col: pa.Array, conversion: str, target: pa.DataType) -> pa.Array:
     return col.cast(target)
 
 
-def _eligible(decoder: AvroDecoder) -> bool:
-    t = decoder.arrow_type
-    if not pa.types.is_struct(t) or t.num_fields == 0:
+def _fits(kinds: list[_Kind] | tuple[_Kind, ...], t: pa.DataType) -> bool:
+    """The record's fields (``kinds``) line up with the struct type ``t``."""
+    if not pa.types.is_struct(t) or t.num_fields == 0 or t.num_fields != len(kinds):
         return False
-    kinds = _field_kinds(decoder)
-    if kinds is None or len(kinds) != t.num_fields:
-        return False
-    for i, (_wire, _nullable, conversion) in enumerate(kinds):
+    for i, kind in enumerate(kinds):
         ft = t.field(i).type
-        if not conversion and ft not in _SIMPLE:
+        if kind.wire == "record":
+            if not _fits(kind.children, ft):
+                return False
+        elif not kind.conversion and ft not in _SIMPLE:
             return False
     return True
+
+
+def _eligible(decoder: AvroDecoder) -> bool:
+    kinds = _field_kinds(decoder)
+    return kinds is not None and _fits(kinds, decoder.arrow_type)
 
 
 def decode_bulk(decoder: AvroDecoder, bodies: list[memoryview | bytes]) -> pa.Array | None:
@@ -305,7 +362,10 @@ def _decode_blocks(
         parts.append(write_varint(len(block)))
         parts.append(block)
         parts.append(_SYNC)
-    frame = pl.read_avro(io.BytesIO(b"".join(parts)))
+    try:
+        frame = pl.read_avro(io.BytesIO(b"".join(parts)))
+    except Exception as exc:  # polars raises OSError, ComputeError... on bad bodies
+        raise ValueError(f"bulk Avro decode failed: {exc}") from exc
     total = sum(counts)
     if frame.height != total:
         raise ValueError("bulk Avro decode returned a different row count")
@@ -317,11 +377,13 @@ def _decode_blocks(
     wire = [_one_chunk(table.column(t.field(i).name)) for i in range(t.num_fields)]
     import numpy as np
 
-    expected = _encoded_sizes(wire, [(k, nullable) for k, nullable, _ in kinds])
+    expected = np.zeros(total, np.int64)
+    for col, kind in zip(wire, kinds, strict=True):
+        expected += _sizes(col, kind, None)
     if not np.array_equal(expected, np.asarray(lengths, np.int64)):
         raise ValueError("bulk Avro decode is misaligned: falling back to per-record decoding")
     arrays = [
-        _convert(col, conversion, t.field(i).type) if conversion else col.cast(t.field(i).type)
-        for i, (col, (_k, _n, conversion)) in enumerate(zip(wire, kinds, strict=True))
+        _convert(col, kind, t.field(i).type)
+        for i, (col, kind) in enumerate(zip(wire, kinds, strict=True))
     ]
     return pa.StructArray.from_arrays(arrays, fields=list(t))
