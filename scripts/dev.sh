@@ -41,7 +41,12 @@ install_python() {
   local want
   # the C sources too: an editable install builds them once, so a changed one must reinstall
   want=$(cat pyproject.toml scripts/dev.sh ingest/protocol/*.c | sha256sum | cut -d' ' -f1)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  # and the C module must be built in this checkout (a fresh clone next to an
+  # existing venv has the stamp but not the module)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
+    "$VENV/bin/python" -c "import ingest.protocol._recordscan" 2>/dev/null; then
+    return
+  fi
   log "installing Python packages into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q -e ".[test,spark]"
