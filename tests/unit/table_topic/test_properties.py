@@ -103,6 +103,33 @@ def test_vectorised_path_matches_general_path(values: list, keys: list) -> None:
     assert fast.tables[0].equals(slow.tables[0])
 
 
+def _avro_bodies(schema: dict[str, object], values: list[dict[str, object]]) -> list[bytes]:
+    parsed = fastavro.parse_schema(schema)
+    bodies = []
+    for v in values:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, v)
+        bodies.append(buf.getvalue())
+    return bodies
+
+
+def _bulk_equals_per_record(schema: dict[str, object], values: list[dict[str, object]]) -> pa.Array:
+    """Both decoders over the same bodies: the bulk result (never the
+    fallback) equals what fastavro's per-record path builds."""
+    from table_topic.decode import avro_bulk
+    from table_topic.decode.avro import AvroDecoder
+
+    dec = AvroDecoder(1, json.dumps(schema))
+    assert avro_bulk._eligible(dec)
+    bodies = _avro_bodies(schema, values)
+    bulk = avro_bulk.decode_bulk(dec, bodies)
+    assert bulk is not None  # the bulk path, not the fallback
+    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
+    assert bulk.type == dec.arrow_type
+    assert bulk.equals(slow)
+    return bulk
+
+
 def _decimal_schema(precision: int, scale: int) -> dict[str, object]:
     dec = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
     return {
@@ -147,24 +174,8 @@ def decimal_rows(draw: st.DrawFn) -> tuple[int, int, list[dict[str, object]]]:
 @settings(max_examples=60, deadline=None)
 @given(decimal_rows())
 def test_bulk_decimals_match_the_per_record_decoder(case: tuple[int, int, list]) -> None:
-    from table_topic.decode import avro_bulk
-    from table_topic.decode.avro import AvroDecoder
-
     precision, scale, values = case
-    schema = _decimal_schema(precision, scale)
-    dec = AvroDecoder(1, json.dumps(schema))
-    assert avro_bulk._eligible(dec)
-    parsed = fastavro.parse_schema(schema)
-    bodies = []
-    for v in values:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, v)
-        bodies.append(buf.getvalue())
-    bulk = avro_bulk.decode_bulk(dec, bodies)
-    assert bulk is not None  # the bulk path, not the fallback
-    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
-    assert bulk.type == dec.arrow_type
-    assert bulk.equals(slow)
+    bulk = _bulk_equals_per_record(_decimal_schema(precision, scale), values)
     assert bulk.to_pylist() == values
 
 
@@ -189,13 +200,11 @@ def test_bulk_decimals_leave_values_they_cannot_hold_to_the_per_record_path(raw:
         *wire["fields"],
         {"name": "maybe", "type": ["null", "bytes"]},
     ]
-    parsed = fastavro.parse_schema(wire)
-    bodies = []
-    for i in range(100):
-        buf = io.BytesIO()
-        value = raw if i == 50 else (i).to_bytes(1, "big")
-        fastavro.schemaless_writer(buf, parsed, {"id": i, "amount": value, "maybe": None})
-        bodies.append(buf.getvalue())
+    rows = [
+        {"id": i, "amount": raw if i == 50 else i.to_bytes(1, "big"), "maybe": None}
+        for i in range(100)
+    ]
+    bodies = _avro_bodies(wire, rows)
     with pytest.raises(ValueError):
         avro_bulk.decode_bulk(dec, bodies)
 
@@ -298,22 +307,7 @@ nested_rows = st.fixed_dictionaries(
 @settings(max_examples=40, deadline=None)
 @given(st.lists(nested_rows, min_size=64, max_size=150))
 def test_bulk_nested_records_match_the_per_record_decoder(values: list[dict[str, object]]) -> None:
-    from table_topic.decode import avro_bulk
-    from table_topic.decode.avro import AvroDecoder
-
-    dec = AvroDecoder(1, json.dumps(NESTED))
-    assert avro_bulk._eligible(dec)
-    parsed = fastavro.parse_schema(NESTED)
-    bodies = []
-    for v in values:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, v)
-        bodies.append(buf.getvalue())
-    bulk = avro_bulk.decode_bulk(dec, bodies)
-    assert bulk is not None  # the bulk path, not the fallback
-    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
-    assert bulk.type == dec.arrow_type
-    assert bulk.equals(slow)
+    _bulk_equals_per_record(NESTED, values)
 
 
 def test_bulk_nested_records_refuse_a_shifted_body() -> None:
@@ -323,18 +317,13 @@ def test_bulk_nested_records_refuse_a_shifted_body() -> None:
     from table_topic.decode.avro import AvroDecoder
 
     dec = AvroDecoder(1, json.dumps(NESTED))
-    parsed = fastavro.parse_schema(NESTED)
     value = {
         "id": 1,
         "ship_to": {"street": "x", "zip": None, "geo": None},
         "bill_to": None,
         "ok": True,
     }
-    bodies = []
-    for _ in range(100):
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, value)
-        bodies.append(buf.getvalue())
+    bodies = _avro_bodies(NESTED, [value] * 100)
     bodies[40] = bodies[40][:-1]
     bodies[41] = bodies[41] + b"\x01"
     with pytest.raises(ValueError):
