@@ -7,8 +7,9 @@ commits all rows with the next offset of every partition in one Iceberg
 snapshot. A backlog (more than ``max_rows_per_commit`` offsets still to convert
 when a full commit is made) commits as fast as it is converted: the commit
 that brings the table up to the end of the log follows as soon as the last
-chunk is converted, rather than an interval later (60 s by default). Any failure (catalog down, commit conflict, fatal data error)
-discards what is pending, and the cycle restarts from the offsets in the table:
+chunk is converted, rather than an interval later (60 s by default). Any
+failure (catalog down, commit conflict, fatal data error) discards what is
+pending, and the cycle restarts from the offsets in the table:
 the table and the offsets it records never disagree.
 
 The partitions are those this broker serves (``Topic.logs``): all of them on a
