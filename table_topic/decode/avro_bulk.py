@@ -2,19 +2,20 @@
 
 fastavro decodes about 220k records/s per core; polars' Avro reader reads a
 container file ten times faster. Used for records whose fields are Avro
-primitives, nested records of them, ``[null, x]`` unions of those, and the
-logical types carried by an int or long (date, time-millis/micros,
-timestamp-millis/micros and their local variants), a string (uuid) or bytes
-(decimal): those are decoded as their plain wire type (the container's schema
-drops the logical type) and converted in Arrow and numpy, so polars never
-interprets them. Arrays, maps, enums, fixed (decimals on ``fixed`` too),
+primitives, enums, fixed, nested records, arrays of any of these, ``[null, x]``
+unions of those, and the logical types carried by an int or long (date,
+time-millis/micros, timestamp-millis/micros and their local variants), a
+string (uuid), bytes or fixed (decimal): those are decoded as their plain wire
+type (the container's schema drops the logical type) and converted in Arrow
+and numpy, so polars never interprets them. Maps (polars cannot read them),
 unions of several types and named-type references take the per-record path.
 
 Safety: a container block does not delimit its records, so a malformed body
 could shift its neighbours without an error. After decoding, the encoded size
 of every row is recomputed from the decoded values (vectorised: varint sizes
 of zigzag longs, length prefixes of strings, 4/8 bytes for floats, 1 byte per
-union branch index, nested records field by field) and compared with each body's actual length. Any
+union branch index, an enum's symbol index, an array's block count and end
+marker, nested values field by field) and compared with each body's actual length. Any
 difference (a misaligned or non-canonical body) rejects the bulk result and
 the caller falls back to per-record fastavro, which finds the bad records.
 """
@@ -126,6 +127,13 @@ def _sizes(col: pa.Array, kind: _Kind, parent: Any) -> Any:
     elif kind.wire in ("string", "bytes"):
         length = _lengths(col)
         size = _zigzag_size(length) + length
+    elif kind.wire == "array":
+        size = _array_sizes(col, kind.children[0])
+    elif kind.wire == "fixed":
+        length = _lengths(col)
+        if ((length != kind.size) if here is None else (length != kind.size) & here).any():
+            raise ValueError("a fixed value of the wrong size")
+        size = np.full(n, kind.size, np.int64)
     elif kind.wire == "boolean":
         size = np.ones(n, np.int64)
     elif kind.wire == "float":
@@ -139,6 +147,22 @@ def _sizes(col: pa.Array, kind: _Kind, parent: Any) -> Any:
     if kind.nullable:  # the union's branch index, wherever the enclosing record is
         size = size + (1 if parent is None else parent.astype(np.int64))
     return size
+
+
+def _array_sizes(col: pa.Array, item: _Kind) -> Any:
+    """Per row, the canonical encoding of an array: one block (its count as a
+    zigzag varint, then the items) and the 0 that ends it; 1 byte if empty."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    assert isinstance(col, (pa.ListArray, pa.LargeListArray))
+    counts = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
+    items = _sizes(col.flatten(), item, None)
+    ends = np.cumsum(counts)
+    total = np.concatenate(([0], np.cumsum(items)))
+    body = total[ends] - total[ends - counts]
+    return np.where(counts > 0, _zigzag_size(counts) + body + 1, 1)
 
 
 # logical type -> (wire primitive, how to turn the wire integers into the column)
@@ -157,14 +181,18 @@ _LOGICAL: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class _Kind:
-    """How one field is written: its wire type (an Avro primitive, or
-    "record" with ``children``), whether it is a ``[null, x]`` union, and the
-    conversion of a logical type ("" for none)."""
+    """How one field is written: its wire type (an Avro primitive, "fixed"
+    with its ``size``, "record" with a child per field, or "array" with the
+    item as its one child), whether it is a ``[null, x]`` union, and the
+    conversion of a logical type or of an enum's index to its ``symbols``
+    ("" for none)."""
 
     wire: str
     nullable: bool = False
     conversion: str = ""
     children: tuple[_Kind, ...] = ()
+    symbols: tuple[str, ...] = ()
+    size: int = 0
 
 
 def _branch(b: Any, depth: int = 0) -> _Kind | None:
@@ -174,6 +202,13 @@ def _branch(b: Any, depth: int = 0) -> _Kind | None:
     if not isinstance(b, dict):
         return None
     base, logical = b.get("type"), b.get("logicalType")
+    if base == "fixed":
+        size = b.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return None
+        if logical is None:
+            return _Kind("fixed", size=size)
+        return _Kind("fixed", size=size, conversion="decimal") if logical == "decimal" else None
     if logical is not None:
         found = _LOGICAL.get(logical) if isinstance(logical, str) else None
         if found is not None and base == found[0]:
@@ -182,6 +217,14 @@ def _branch(b: Any, depth: int = 0) -> _Kind | None:
     if base == "record" and depth < _MAX_DEPTH:
         children = _record_kinds(b, depth + 1)
         return _Kind("record", children=tuple(children)) if children else None
+    if base == "array" and depth < _MAX_DEPTH:
+        item = _field_kind(b.get("items"), depth + 1)
+        return _Kind("array", children=(item,)) if item is not None else None
+    if base == "enum":  # read as its symbol's index: an int on the wire
+        symbols = b.get("symbols")
+        if isinstance(symbols, list) and symbols and all(isinstance(x, str) for x in symbols):
+            return _Kind("int", conversion="enum", symbols=tuple(symbols))
+        return None
     if isinstance(base, str) and base in _PRIMITIVE_NAMES and base != "null":
         return _Kind(base)  # {"type": "string", "avro.java.string": ...}
     return None
@@ -222,10 +265,18 @@ def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
     def strip(t: Any) -> Any:
         if isinstance(t, list):
             return [strip(b) for b in t]
-        if isinstance(t, dict) and t.get("logicalType") in _LOGICAL:
+        if not isinstance(t, dict):
+            return t
+        if t.get("type") == "enum":  # polars reads enums only as top-level fields
+            return "int"
+        if t.get("type") == "fixed":  # a decimal on fixed reads as the fixed
+            return {k: v for k, v in t.items() if k not in ("logicalType", "precision", "scale")}
+        if t.get("logicalType") in _LOGICAL:
             return t["type"]
-        if isinstance(t, dict) and t.get("type") == "record":
+        if t.get("type") == "record":
             return {**t, "fields": [{**f, "type": strip(f["type"])} for f in t["fields"]]}
+        if t.get("type") == "array":
+            return {**t, "items": strip(t["items"])}
         return t
 
     out: dict[str, Any] = strip(schema_json)
@@ -272,6 +323,18 @@ def _decimals(col: pa.Array, target: pa.Decimal128Type) -> pa.Array:
     return arr
 
 
+def _symbols(col: pa.Array, symbols: tuple[str, ...]) -> pa.Array:
+    """Enum indexes -> their symbols; an index past the symbols raises
+    ValueError, so the per-record path handles the batch."""
+    import pyarrow.compute as pc
+
+    if len(col) - col.null_count:
+        low, high = (v.as_py() for v in pc.min_max(col).values())
+        if low < 0 or high >= len(symbols):
+            raise ValueError("an enum index past the symbols")
+    return pa.array(symbols, pa.string()).take(col)
+
+
 def _convert(col: pa.Array, kind: _Kind, target: pa.DataType) -> pa.Array:
     """Wire values (ints, strings, records of them) -> the column type the
     per-record path produces."""
@@ -286,9 +349,18 @@ def _convert(col: pa.Array, kind: _Kind, target: pa.DataType) -> pa.Array:
         ]
         mask = pc.is_null(col) if col.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if kind.wire == "array":
+        assert isinstance(col, (pa.ListArray, pa.LargeListArray)) and pa.types.is_list(target)
+        values = _convert(col.flatten(), kind.children[0], target.value_type)
+        counts = pc.fill_null(pc.list_value_length(col), 0).cast(pa.int64())
+        offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), counts]))
+        mask = pc.is_null(col) if col.null_count else None
+        return pa.ListArray.from_arrays(offsets.cast(pa.int32()), values, type=target, mask=mask)
     if conversion == "decimal":
         assert isinstance(target, pa.Decimal128Type)
         return _decimals(col, target)
+    if conversion == "enum":
+        return _symbols(col, kind.symbols)
     if conversion == "date":
         return col.cast(pa.int32()).cast(pa.date32())
     if conversion in ("time-millis", "ts-millis"):
@@ -302,14 +374,19 @@ def _fits(kinds: list[_Kind] | tuple[_Kind, ...], t: pa.DataType) -> bool:
     """The record's fields (``kinds``) line up with the struct type ``t``."""
     if not pa.types.is_struct(t) or t.num_fields == 0 or t.num_fields != len(kinds):
         return False
-    for i, kind in enumerate(kinds):
-        ft = t.field(i).type
-        if kind.wire == "record":
-            if not _fits(kind.children, ft):
-                return False
-        elif not kind.conversion and ft not in _SIMPLE:
-            return False
-    return True
+    return all(_fits_kind(kind, t.field(i).type) for i, kind in enumerate(kinds))
+
+
+def _fits_kind(kind: _Kind, t: pa.DataType) -> bool:
+    if kind.wire == "record":
+        return _fits(kind.children, t)
+    if kind.wire == "array":
+        return pa.types.is_list(t) and _fits_kind(kind.children[0], t.value_type)
+    if kind.conversion == "enum":
+        return bool(t == pa.string())
+    if kind.wire == "fixed" and not kind.conversion:
+        return bool(t == pa.binary(kind.size))
+    return bool(kind.conversion) or t in _SIMPLE
 
 
 def _eligible(decoder: AvroDecoder) -> bool:
@@ -366,6 +443,11 @@ def _decode_blocks(
         frame = pl.read_avro(io.BytesIO(b"".join(parts)))
     except Exception as exc:  # polars raises OSError, ComputeError... on bad bodies
         raise ValueError(f"bulk Avro decode failed: {exc}") from exc
+    except BaseException as exc:
+        # and on some, a Rust panic: pyo3's PanicException, a BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise ValueError(f"bulk Avro decode failed: {exc}") from None
     total = sum(counts)
     if frame.height != total:
         raise ValueError("bulk Avro decode returned a different row count")

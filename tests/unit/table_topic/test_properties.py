@@ -9,7 +9,6 @@ import struct
 from decimal import Decimal
 
 import fastavro
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +19,7 @@ from table_topic.convert.records import read_columns
 from table_topic.convert.vector import convert_vectorised
 from table_topic.decode.avro_bulk import bulk_available
 from table_topic.decode.resolver import SchemaResolver
+from tests.unit.table_topic.avro_parity import avro_bodies, bulk_equals_per_record
 from tests.unit.table_topic.test_convert import FakeRegistry, cfg
 
 blobs = st.one_of(st.none(), st.binary(max_size=300))
@@ -103,33 +103,6 @@ def test_vectorised_path_matches_general_path(values: list, keys: list) -> None:
     assert fast.tables[0].equals(slow.tables[0])
 
 
-def _avro_bodies(schema: dict[str, object], values: list[dict[str, object]]) -> list[bytes]:
-    parsed = fastavro.parse_schema(schema)
-    bodies = []
-    for v in values:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, v)
-        bodies.append(buf.getvalue())
-    return bodies
-
-
-def _bulk_equals_per_record(schema: dict[str, object], values: list[dict[str, object]]) -> pa.Array:
-    """Both decoders over the same bodies: the bulk result (never the
-    fallback) equals what fastavro's per-record path builds."""
-    from table_topic.decode import avro_bulk
-    from table_topic.decode.avro import AvroDecoder
-
-    dec = AvroDecoder(1, json.dumps(schema))
-    assert avro_bulk._eligible(dec)
-    bodies = _avro_bodies(schema, values)
-    bulk = avro_bulk.decode_bulk(dec, bodies)
-    assert bulk is not None  # the bulk path, not the fallback
-    slow = pa.array([dec.decode(b) for b in bodies], dec.arrow_type)
-    assert bulk.type == dec.arrow_type
-    assert bulk.equals(slow)
-    return bulk
-
-
 def _decimal_schema(precision: int, scale: int) -> dict[str, object]:
     dec = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
     return {
@@ -175,7 +148,7 @@ def decimal_rows(draw: st.DrawFn) -> tuple[int, int, list[dict[str, object]]]:
 @given(decimal_rows())
 def test_bulk_decimals_match_the_per_record_decoder(case: tuple[int, int, list]) -> None:
     precision, scale, values = case
-    bulk = _bulk_equals_per_record(_decimal_schema(precision, scale), values)
+    bulk = bulk_equals_per_record(_decimal_schema(precision, scale), values)
     assert bulk.to_pylist() == values
 
 
@@ -204,7 +177,7 @@ def test_bulk_decimals_leave_values_they_cannot_hold_to_the_per_record_path(raw:
         {"id": i, "amount": raw if i == 50 else i.to_bytes(1, "big"), "maybe": None}
         for i in range(100)
     ]
-    bodies = _avro_bodies(wire, rows)
+    bodies = avro_bodies(wire, rows)
     with pytest.raises(ValueError):
         avro_bulk.decode_bulk(dec, bodies)
 
@@ -307,7 +280,7 @@ nested_rows = st.fixed_dictionaries(
 @settings(max_examples=40, deadline=None)
 @given(st.lists(nested_rows, min_size=64, max_size=150))
 def test_bulk_nested_records_match_the_per_record_decoder(values: list[dict[str, object]]) -> None:
-    _bulk_equals_per_record(NESTED, values)
+    bulk_equals_per_record(NESTED, values)
 
 
 def test_bulk_nested_records_refuse_a_shifted_body() -> None:
@@ -323,7 +296,7 @@ def test_bulk_nested_records_refuse_a_shifted_body() -> None:
         "bill_to": None,
         "ok": True,
     }
-    bodies = _avro_bodies(NESTED, [value] * 100)
+    bodies = avro_bodies(NESTED, [value] * 100)
     bodies[40] = bodies[40][:-1]
     bodies[41] = bodies[41] + b"\x01"
     with pytest.raises(ValueError):

@@ -1,0 +1,184 @@
+"""The bulk Avro decoder on enums, fixed and arrays: the same Arrow arrays as
+the per-record decoder, and the per-record path for bodies it cannot prove."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from table_topic.decode import avro_bulk
+from table_topic.decode.avro import AvroDecoder
+from tests.unit.table_topic.avro_parity import avro_bodies, bulk_equals_per_record
+
+pytestmark = pytest.mark.skipif(not avro_bulk.bulk_available(), reason="polars is not installed")
+
+_STATUS = {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED", "LOST"]}
+_ITEM = {
+    "type": "record",
+    "name": "Item",
+    "fields": [
+        {"name": "sku", "type": "string"},
+        {"name": "qty", "type": "int"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "grade", "type": ["null", {"type": "enum", "name": "Grade", "symbols": ["A", "B"]}]},
+    ],
+}
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "status", "type": _STATUS},
+        {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 8}},
+        {
+            "name": "price",
+            "type": {
+                "type": "fixed",
+                "name": "Price",
+                "size": 6,
+                "logicalType": "decimal",
+                "precision": 14,
+                "scale": 2,
+            },
+        },
+        {"name": "scores", "type": {"type": "array", "items": "long"}},
+        {"name": "notes", "type": ["null", {"type": "array", "items": ["null", "string"]}]},
+        {"name": "items", "type": {"type": "array", "items": _ITEM}},
+        {"name": "matrix", "type": {"type": "array", "items": {"type": "array", "items": "double"}}},
+    ],
+}
+
+_items = st.fixed_dictionaries(
+    {
+        "sku": st.text(max_size=8),
+        "qty": st.integers(min_value=-(2**31), max_value=2**31 - 1),
+        "tags": st.lists(st.text(max_size=5), max_size=3),
+        "grade": st.one_of(st.none(), st.sampled_from(["A", "B"])),
+    }
+)
+orders = st.fixed_dictionaries(
+    {
+        "id": st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        "status": st.sampled_from(_STATUS["symbols"]),
+        "digest": st.binary(min_size=8, max_size=8),
+        "price": st.integers(min_value=-(10**14) + 1, max_value=10**14 - 1).map(
+            lambda u: Decimal(f"{u}E-2")
+        ),
+        # long block counts: a list of 64+ items takes a two-byte count
+        "scores": st.one_of(
+            st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=4),
+            st.lists(st.integers(min_value=0, max_value=9), min_size=64, max_size=70),
+        ),
+        "notes": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=3)),
+        "items": st.lists(_items, max_size=3),
+        "matrix": st.lists(st.lists(st.floats(allow_nan=False), max_size=3), max_size=3),
+    }
+)
+
+
+def _order(i: int, **over: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "id": i,
+        "status": "PAID",
+        "digest": b"\x00" * 8,
+        "price": Decimal("1.25"),
+        "scores": [i, -i],
+        "notes": None,
+        "items": [{"sku": "a", "qty": 1, "tags": ["x"], "grade": "A"}],
+        "matrix": [[1.5]],
+    }
+    row.update(over)
+    return row
+
+
+def test_enums_fixed_and_arrays_are_eligible_but_maps_are_not() -> None:
+    assert avro_bulk._eligible(AvroDecoder(1, json.dumps(ORDER)))
+    with_map = {**ORDER, "fields": [*ORDER["fields"], {"name": "m", "type": {"type": "map", "values": "long"}}]}
+    in_array = {
+        **ORDER,
+        "fields": [{"name": "ms", "type": {"type": "array", "items": {"type": "map", "values": "int"}}}],
+    }
+    for schema in (with_map, in_array):
+        dec = AvroDecoder(1, json.dumps(schema))
+        assert not avro_bulk._eligible(dec)
+        # polars cannot read maps (it panics): they never reach it
+        assert avro_bulk.decode_bulk(dec, [b"\x00"] * 100) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(orders, min_size=64, max_size=120))
+def test_bulk_enums_fixed_and_arrays_match_the_per_record_decoder(
+    values: list[dict[str, object]],
+) -> None:
+    bulk = bulk_equals_per_record(ORDER, values)
+    assert [r["status"] for r in bulk.to_pylist()] == [v["status"] for v in values]
+
+
+def test_a_wrong_enum_index_leaves_the_batch_to_the_per_record_path() -> None:
+    """Index 4 of a 4-symbol enum: the batch is refused, not misread."""
+    dec = AvroDecoder(1, json.dumps(ORDER))
+    bodies = avro_bodies(ORDER, [_order(i) for i in range(100)])
+    # the status index follows the id (zigzag varint of i, 1 byte below 64)
+    assert bodies[10][1] == 2  # "PAID" is index 1: zigzag 2
+    bodies[10] = bodies[10][:1] + b"\x08" + bodies[10][2:]
+    with pytest.raises(ValueError):
+        avro_bulk.decode_bulk(dec, bodies)
+
+
+def test_an_array_written_in_two_blocks_is_left_to_the_per_record_path() -> None:
+    """Avro lets a writer split an array into blocks (or give a negative
+    count and a byte size); the decoded values are the same but the size
+    check cannot prove them, so the per-record decoder takes the batch."""
+    schema = {
+        "type": "record",
+        "name": "A",
+        "fields": [{"name": "xs", "type": {"type": "array", "items": "int"}}],
+    }
+    dec = AvroDecoder(1, json.dumps(schema))
+    canonical = avro_bodies(schema, [{"xs": [1, 2]}] * 100)
+    assert canonical[0] == b"\x04\x02\x04\x00"
+    bodies = list(canonical)
+    bodies[7] = b"\x02\x02\x02\x04\x00"  # two blocks of one item each
+    bodies[8] = b"\x03\x04\x02\x04\x00"  # a block of count -2 and 2 bytes
+    assert dec.decode(bodies[7]) == dec.decode(bodies[8]) == {"xs": [1, 2]}
+    with pytest.raises(ValueError):
+        avro_bulk.decode_bulk(dec, bodies)
+    assert avro_bulk.decode_bulk(dec, canonical) is not None
+
+
+def test_a_shifted_body_inside_an_array_is_refused() -> None:
+    dec = AvroDecoder(1, json.dumps(ORDER))
+    bodies = avro_bodies(ORDER, [_order(i) for i in range(100)])
+    bodies[40] = bodies[40][:-1]
+    bodies[41] = bodies[41] + b"\x00"
+    with pytest.raises(ValueError):
+        avro_bulk.decode_bulk(dec, bodies)
+
+
+def test_a_decimal_on_a_wide_fixed_goes_to_the_per_record_path() -> None:
+    """decimal128 holds 16 bytes: a 17-byte fixed is decoded per record."""
+    wide = {
+        "type": "record",
+        "name": "W",
+        "fields": [
+            {
+                "name": "v",
+                "type": {
+                    "type": "fixed",
+                    "name": "Wide",
+                    "size": 17,
+                    "logicalType": "decimal",
+                    "precision": 38,
+                    "scale": 0,
+                },
+            }
+        ],
+    }
+    dec = AvroDecoder(1, json.dumps(wide))
+    bodies = avro_bodies(wide, [{"v": Decimal(i)} for i in range(100)])
+    with pytest.raises(ValueError):
+        avro_bulk.decode_bulk(dec, bodies)
