@@ -2,14 +2,17 @@
 
     python -m bench.avro_decode_bench [--records 200000] [--rounds 3]
 
-Three schemas, each decoded both ways in the same run:
+Four schemas, each decoded both ways in the same run:
 
 - ``primitives``: long, int, string, nullable string, double, boolean;
 - ``decimals``: the same with two bytes-backed decimals (one nullable);
 - ``nested``: three primitives, a nested record and a nullable nested record
-  with a timestamp.
+  with a timestamp;
+- ``collections``: three primitives, an enum, a fixed, an array of longs, a
+  nullable array of strings and an array of records holding an enum.
 
-Decimals and nested records took the per-record path until session 12.
+Decimals and nested records took the per-record path until session 12;
+enums, fixed and arrays until session 13.
 
 The bulk path (``table_topic.decode.avro_bulk.decode_bulk``) wraps the bodies
 in an Avro container, reads it with polars and converts in Arrow; the baseline
@@ -95,6 +98,38 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    "collections": {
+        "type": "record",
+        "name": "C",
+        "fields": [
+            *_BASE[:3],
+            {"name": "side", "type": {"type": "enum", "name": "Side", "symbols": ["BUY", "SELL"]}},
+            {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 8}},
+            {"name": "fills", "type": {"type": "array", "items": "long"}},
+            {"name": "tags", "type": ["null", {"type": "array", "items": "string"}]},
+            {
+                "name": "legs",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "Leg",
+                        "fields": [
+                            {"name": "venue", "type": "string"},
+                            {
+                                "name": "kind",
+                                "type": {
+                                    "type": "enum",
+                                    "name": "Kind",
+                                    "symbols": ["LIMIT", "MARKET", "STOP"],
+                                },
+                            },
+                        ],
+                    },
+                },
+            },
+        ],
+    },
 }
 
 
@@ -117,6 +152,12 @@ def _row(i: int, schema: str) -> dict[str, Any]:
         row["venue"] = {"code": f"X{i % 40}", "lane": i % 8}
         at = _EPOCH + datetime.timedelta(milliseconds=i)
         row["fill"] = None if i % 5 == 0 else {"price": i / 3, "at": at}
+    if schema == "collections":
+        row["side"] = "BUY" if i % 3 else "SELL"
+        row["digest"] = (i * 2654435761 % 2**64).to_bytes(8, "big")
+        row["fills"] = [i, i * 3][: i % 3]
+        row["tags"] = None if i % 4 == 0 else [f"t{i % 7}", "hot"][: 1 + i % 2]
+        row["legs"] = [{"venue": f"V{i % 9}", "kind": ("LIMIT", "MARKET", "STOP")[i % 3]}] * (i % 3)
     return row
 
 
