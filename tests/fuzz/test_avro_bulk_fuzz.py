@@ -1,0 +1,57 @@
+"""The bulk Avro decoder on mangled bodies: it returns exactly what the
+per-record decoder returns, or raises ValueError (the table topic then
+decodes the batch per record, which sends the bad records to the dead-letter
+topic). Nothing else may escape: polars answers some bodies with a Rust panic."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from table_topic.decode import avro_bulk
+from table_topic.decode.avro import AvroDecoder
+from tests.fuzz.conftest import fuzz_settings
+from tests.unit.table_topic.avro_parity import avro_bodies
+from tests.unit.table_topic.test_bulk_collections import ORDER, _order
+
+pytestmark = pytest.mark.skipif(not avro_bulk.bulk_available(), reason="polars is not installed")
+
+_DECODER = AvroDecoder(1, json.dumps(ORDER))
+_BODIES = avro_bodies(ORDER, [_order(i, notes=["a", None]) for i in range(80)])
+
+
+@st.composite
+def mangled(draw: st.DrawFn) -> list[bytes]:
+    bodies = list(_BODIES)
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        i = draw(st.integers(min_value=0, max_value=len(bodies) - 1))
+        body = bytearray(bodies[i])
+        op = draw(st.sampled_from(["flip", "cut", "grow", "replace"]))
+        if op == "flip" and body:
+            k = draw(st.integers(min_value=0, max_value=len(body) - 1))
+            body[k] = draw(st.integers(min_value=0, max_value=255))
+        elif op == "cut":
+            del body[draw(st.integers(min_value=0, max_value=len(body))) :]
+        elif op == "grow":
+            body += draw(st.binary(min_size=1, max_size=8))
+        else:
+            body = bytearray(draw(st.binary(max_size=40)))
+        bodies[i] = bytes(body)
+    return bodies
+
+
+@fuzz_settings(150)
+@given(mangled())
+def test_mangled_bodies_decode_as_per_record_or_raise_value_error(bodies: list[bytes]) -> None:
+    try:
+        bulk = avro_bulk.decode_bulk(_DECODER, bodies)
+    except ValueError:
+        return
+    assert bulk is not None
+    # accepted: then every body decodes per record, to the same values
+    slow = pa.array([_DECODER.decode(b) for b in bodies], _DECODER.arrow_type)
+    assert bulk.equals(slow)
