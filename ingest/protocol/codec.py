@@ -30,8 +30,10 @@ from kio.serial._introspect import (
 )
 from kio.static.protocol import Entity
 
-from ingest.protocol.errors import KafkaError
-from ingest.protocol.records import read_uvarint
+from ingest.protocol.errors import KafkaError, ProtocolError
+from ingest.protocol.produce_request import PRODUCE_VERSIONS, read_produce_request
+from ingest.protocol.wire import read_uvarint_checked as _read_uvarint
+from ingest.protocol.wire import skip_tagged_fields as _skip_tagged_fields
 
 __all__ = [
     "RequestHeader",
@@ -46,12 +48,7 @@ __all__ = [
 ]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-class ProtocolError(KafkaError):
-    """A frame that cannot be parsed; the connection is closed."""
-
-    error_code = ErrorCode.invalid_request
+_PRODUCE = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,30 +61,6 @@ class RequestHeader:
 
 
 _HDR = struct.Struct(">hhih")
-
-
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise ProtocolError("truncated tagged fields")
-    return pos
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """``read_uvarint`` (Kafka's varints live in ``records``), failing as a protocol error."""
-    try:
-        value, end = read_uvarint(buf, pos)
-    except IndexError:
-        raise ProtocolError("truncated varint") from None
-    except KafkaError as exc:
-        raise ProtocolError(str(exc)) from None
-    if end - pos > 5:
-        raise ProtocolError("varint too long")
-    return value, end
 
 
 def parse_request_header(frame: memoryview, flexible: bool | None = None) -> RequestHeader:
@@ -277,6 +250,7 @@ def _shape(cls: type[Entity]) -> tuple[_Step, int, bool]:
     flexible = bool(cls.__flexible__)
     ops: list[int | _Step] = []  # runs of fixed-size fields merge into one int
     tagged: dict[int, _Step] = {}
+    null_default: set[int] = set()  # nullable string tags: absent means null
     smallest = 1 if flexible else 0  # the tagged field count
     for f in fields(cls):
         kind = classify_field(f)
@@ -307,6 +281,8 @@ def _shape(cls: type[Entity]) -> tuple[_Step, int, bool]:
             step = size if fixed else inner
         if tag is not None:
             tagged[int(tag)] = inner if isinstance(step, int) else step
+            if nullable and not kind.is_array and kafka_type in ("string", "bytes", "records"):
+                null_default.add(int(tag))
             continue
         smallest += size
         if isinstance(step, int) and ops and isinstance(ops[-1], int):
@@ -328,7 +304,7 @@ def _shape(cls: type[Entity]) -> tuple[_Step, int, bool]:
         if flexible:
             if pos < end and buf[pos] == 0:  # no tagged fields, the usual case
                 return pos + 1
-            return _check_tagged_fields(buf, pos, cuts, tagged)
+            return _check_tagged_fields(buf, pos, cuts, tagged, null_default)
         return pos
 
     only_fixed = not flexible and all(isinstance(op, int) for op in plan)
@@ -336,8 +312,15 @@ def _shape(cls: type[Entity]) -> tuple[_Step, int, bool]:
 
 
 def _check_tagged_fields(
-    buf: memoryview, pos: int, cuts: list[tuple[int, int, bytes]], known: dict[int, _Step]
+    buf: memoryview,
+    pos: int,
+    cuts: list[tuple[int, int, bytes]],
+    known: dict[int, _Step],
+    null_default: set[int],
 ) -> int:
+    """Check the tagged fields at ``pos``; unknown ones, and a nullable string
+    sent as null (kio cannot read a tagged null, e.g. Fetch v12's ClusterId;
+    leaving it out gives the same null), are cut."""
     start = pos
     count, pos = _read_uvarint(buf, pos)
     if 2 * count > len(buf) - pos:  # a tag and a size take a byte each at least
@@ -357,9 +340,10 @@ def _check_tagged_fields(
                 raise ProtocolError(f"tagged field {tag} does not fill its declared size")
             if inner:
                 raise ProtocolError(f"tagged field {tag} holds unknown tagged fields")
-            kept.append(bytes(buf[entry:end]))
+            if not (tag in null_default and size == 1 and buf[pos] == 0):
+                kept.append(bytes(buf[entry:end]))
         pos = end
-    if len(kept) != count:  # unknown tags: drop them, as Kafka ignores them
+    if len(kept) != count:  # unknown tags (Kafka ignores them) and tagged nulls
         cuts.append((start, pos, _uvarint_bytes(len(kept)) + b"".join(kept)))
     return pos
 
@@ -390,6 +374,13 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Any:
         cls = request_class(header.api_key, header.api_version)
     except Exception as exc:  # kio knows no such API or version
         raise ProtocolError(f"unknown request {header.api_key} v{header.api_version}") from exc
+    if header.api_key == _PRODUCE and header.api_version in PRODUCE_VERSIONS:
+        try:  # the hot path: record batches stay in the frame
+            return read_produce_request(header.api_version, frame, header.body_offset)
+        except KafkaError:
+            raise
+        except Exception as exc:  # a phantom type's range check
+            raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
     body, offset = check_request(header, frame)
     try:
         result = _reader(cls)(body, offset)

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest.errors import TidelakeError
 
-__all__ = ["ErrorCode", "KafkaError", "error_class", "raise_for"]
+__all__ = ["ErrorCode", "KafkaError", "ProtocolError", "error_class", "raise_for"]
 
 
 class KafkaError(TidelakeError):
@@ -29,6 +29,12 @@ class KafkaError(TidelakeError):
     @property
     def retriable(self) -> bool:
         return bool(self.error_code.retriable)
+
+
+class ProtocolError(KafkaError):
+    """A frame that cannot be parsed; the connection is closed."""
+
+    error_code = ErrorCode.invalid_request
 
 
 def _class_name(code: ErrorCode) -> str:

@@ -239,6 +239,22 @@ def test_known_tagged_field_survives_next_to_unknown_ones() -> None:
     assert _decode(_raw(1, 12, body)).cluster_id == "c1"  # type: ignore[attr-defined]
 
 
+def test_a_tagged_field_sent_as_null_reads_as_its_null_default() -> None:
+    """Fetch v12's ClusterId is a nullable tagged string: Kafka reads a null
+    sent for it (kio's reader cannot, so the check drops it)."""
+    cls = request_class(1, 12)
+    entity = build(cls, {"replica_id": -1, "max_wait": 100, "cluster_id": "c1", "topics": []})
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, entity)
+    body = buf.getvalue()
+    tail = b"\x01\x00\x03\x03c1"
+    assert body.endswith(tail)
+    body = body[: -len(tail)] + b"\x01\x00\x01\x00"  # tag 0, 1 byte: null
+    req = _decode(_raw(1, 12, body))
+    assert req.cluster_id is None  # type: ignore[attr-defined]
+    assert req.max_wait.total_seconds() == 0.1  # type: ignore[attr-defined]
+
+
 def test_trailing_bytes_after_the_body_are_ignored() -> None:
     frame = _frame(3, 12, {"topics": [{"name": "orders"}]})
     assert [t.name for t in _decode(memoryview(frame + b"\xff" * 9)).topics] == ["orders"]  # type: ignore[attr-defined]
