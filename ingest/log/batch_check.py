@@ -50,7 +50,7 @@ def validators() -> ThreadPoolExecutor:
 
 @dataclass(slots=True)
 class Prepared:
-    buf: bytearray
+    buf: memoryview  # the client's batches, read in place
     headers: list[BatchHeader]
     config: TopicConfig
     inflate_limit: int

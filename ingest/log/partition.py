@@ -39,6 +39,7 @@ from ingest.protocol.records import (
     set_log_append_time,
     set_max_timestamp,
     split_batches,
+    stamp_batches,
 )
 from ingest.s3stream.api import Stream
 from ingest.s3stream.errors import StreamBackpressureError
@@ -282,12 +283,37 @@ class PartitionLog:
             await asyncio.wait([previous])
         return self._commit(prepared, stats)
 
+    def _restamped(
+        self,
+        buf: memoryview,
+        headers: list[BatchHeader],
+        stats: list[RecordStats],
+        base: int,
+        append_time: int,
+    ) -> memoryview:
+        """A copy of the batches with base offsets, leader epoch and the
+        timestamps Kafka rewrites (``append_time`` >= 0: LogAppendTime; else a
+        CreateTime batch's wrong maxTimestamp), their CRCs recomputed."""
+        out = bytearray(buf)
+        view = memoryview(out)
+        offset = base
+        for h, st in zip(headers, stats, strict=True):
+            patch_base_offset(view, h.position, offset, self.leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(view, h, append_time)
+            elif st.max_timestamp != h.max_timestamp:
+                set_max_timestamp(view, h, st.max_timestamp)  # as Kafka does
+            offset += h.count
+        return view
+
     def _prepare(self, records: bytes | memoryview) -> Prepared | AppendOutcome:
         """The checks that need no decompression: framing, CRC, header fields, size."""
         cfg = self._config()
-        buf = bytearray(records)
+        # read in place (a Produce request's records are a view into its
+        # frame); _commit makes the one copy the log keeps
+        buf = memoryview(records)
         try:
-            headers = split_batches(memoryview(buf))
+            headers = split_batches(buf)
             for h in headers:
                 check_client_batch(h)
         except KafkaError as exc:
@@ -333,25 +359,21 @@ class PartitionLog:
                     durable=_unshared(dup.done, dup.base_offset),
                 )
         base = self.stream.next_offset
-        offset = base
+        count = sum(h.count for h in headers)
         append_time = -1
-        max_ts = -1
-        view = memoryview(buf)
-        for h, st in zip(headers, stats, strict=True):
-            patch_base_offset(view, h.position, offset, self.leader_epoch)
-            if cfg.log_append_time:
-                set_log_append_time(view, h, now)
-                append_time = now
-                max_ts = max(max_ts, now)
-            else:
-                if st.max_timestamp != h.max_timestamp:
-                    set_max_timestamp(view, h, st.max_timestamp)  # as Kafka does
-                max_ts = max(max_ts, st.max_timestamp)
-            offset += h.count
-        count = offset - base
-        del view
+        if cfg.log_append_time:
+            append_time = max_ts = now
+        else:
+            max_ts = max(st.max_timestamp for st in stats)
+        payload: bytes | memoryview
+        if cfg.log_append_time or any(
+            st.max_timestamp != h.max_timestamp for h, st in zip(headers, stats, strict=True)
+        ):
+            payload = self._restamped(buf, headers, stats, base, now if cfg.log_append_time else -1)
+        else:  # the usual case: only fields outside the CRC change
+            payload = stamp_batches(buf, headers, base, self.leader_epoch)
         try:
-            durable = self.stream.append(memoryview(buf), count)
+            durable = self.stream.append(payload, count)
         except StreamBackpressureError as exc:
             # Object storage is behind and the WAL is full: refuse before an
             # offset is taken; the client retries (KAFKA_STORAGE_ERROR is
@@ -372,7 +394,7 @@ class PartitionLog:
                 self.txn_checkpoints.seen = True
                 if self.txn_checkpoints.saved is None:  # a first checkpoint before any marker
                     self.txn_checkpoints.save_soon()
-        self._note_batch(base, offset, len(buf), max_ts)
+        self._note_batch(base, base + count, len(buf), max_ts)
         self.appended_bytes += len(buf)
         return AppendOutcome(
             ErrorCode.none, base, append_time, self.log_start_offset, durable=_unshared(fut)

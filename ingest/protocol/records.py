@@ -209,6 +209,33 @@ def patch_base_offset(
     struct.pack_into(">i", buf, position + 12, leader_epoch)
 
 
+_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+def stamp_batches(
+    buf: memoryview, headers: list[BatchHeader], base_offset: int, leader_epoch: int
+) -> bytes:
+    """The batches of ``buf`` (indexed by ``headers``, contiguous from 0) as
+    one new ``bytes``, each with its base offset (counting on from
+    ``base_offset``) and ``leader_epoch`` written in: what
+    :func:`patch_base_offset` does in place, done in the one copy that takes
+    the batches out of a read-only buffer (neither field is under the CRC)."""
+    parts: list[bytes | memoryview] = []
+    offset = base_offset
+    epoch = _EPOCH.pack(leader_epoch)
+    for h in headers:
+        pos = h.position
+        parts += (
+            _OFFSET.pack(offset),
+            buf[pos + 8 : pos + 12],
+            epoch,
+            buf[pos + 16 : pos + h.size],
+        )
+        offset += h.count
+    return b"".join(parts)
+
+
 def set_log_append_time(buf: memoryview | bytearray, h: BatchHeader, now_ms: int) -> None:
     """Turn the batch into a LogAppendTime batch stamped ``now_ms``; rewrites the CRC."""
     pos = h.position

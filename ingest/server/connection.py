@@ -209,11 +209,11 @@ class KafkaConnection(asyncio.Protocol):
                 )
                 self.abort()
                 return
-            if end - pos >= size:  # the whole frame is here
-                whole = bytes(view[pos : pos + size])
+            if end - pos >= size:  # the whole frame is here: handled in place
+                whole = view[pos : pos + size]
                 pos += size
                 self.frame_started = None
-                self._handle(memoryview(whole))
+                self._handle(whole)
                 continue
             # The frame spans reads: it needs memory reserved for it first.
             if not self._memory.try_reserve(size):
