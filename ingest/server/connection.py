@@ -7,13 +7,17 @@ clients require.
 
 What a connection may hold of the broker's memory and time is bounded:
 
-- A frame that arrives whole in one read is copied out and dispatched. A frame
-  that spans reads must first reserve its declared size from the listener's
-  :class:`RequestMemory`; while that cannot be granted the connection stops
-  reading (it holds at most the rest of one read), and reads again when other
-  frames complete. Bytes buffered for partial frames across all connections
-  therefore stay within ``max_buffered_request_bytes`` (a single frame larger
-  than the cap is admitted only when nothing else is reserved).
+- Reads go into a per-connection scratch buffer (``asyncio.BufferedProtocol``);
+  a frame that arrives whole in one read is copied out of it and dispatched.
+  A frame that spans reads must first reserve its declared size from the
+  listener's :class:`RequestMemory`; it then gets a buffer of that size, and
+  the rest of it is read straight into that buffer (a large Produce is never
+  copied on its way in). While a reservation cannot be granted the
+  connection stops reading (it holds at most the rest of one read), and
+  reads again when other frames complete. Bytes buffered for partial frames
+  across all connections therefore stay within ``max_buffered_request_bytes``
+  (a single frame larger than the cap is admitted only when nothing else is
+  reserved).
 - :func:`close_expired` closes connections whose started frame has not
   completed within the request read timeout, and connections with nothing
   in flight and no traffic for ``connections.max.idle.ms``.
@@ -91,7 +95,10 @@ class RequestMemory:
                 self._waiting.remove(conn)
 
 
-class KafkaConnection(asyncio.Protocol):
+_SCRATCH_BYTES = 256 * 1024  # one read's worth of small frames
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
         dispatch: Dispatch,
@@ -113,8 +120,11 @@ class KafkaConnection(asyncio.Protocol):
         self._memory = memory if memory is not None else RequestMemory(2 * max_request_bytes)
         # framing state
         self._header = bytearray()  # a size prefix split across reads
-        self._frame: bytearray | None = None  # a frame split across reads
+        self._frame: bytearray | None = None  # a frame split across reads, at full size
+        self._fill = 0  # bytes of ``_frame`` received
         self._need = 0  # bytes the frame in ``_frame`` still needs
+        self._scratch: bytearray | None = None  # what reads go into between frames
+        self._direct = False  # the last get_buffer() handed out ``_frame``
         self._reserved = 0  # bytes reserved from ``_memory`` for it
         self._held: bytes | None = None  # unread input while waiting for memory
         self._held_size = 0  # the declared size waiting for a reservation
@@ -170,26 +180,60 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: straight into a started frame's own
+        buffer (exactly what it still needs), else the scratch buffer."""
+        self._direct = self._frame is not None and self._need > 0
+        if self._direct:
+            assert self._frame is not None
+            return memoryview(self._frame)[self._fill :]
+        if self._scratch is None:
+            self._scratch = bytearray(_SCRATCH_BYTES)
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = self._loop.time()
         if self._draining or self._closing:
             return  # shutting down: requests not yet read are not answered
-        self._consume(memoryview(data), 0)
+        if not self._direct:
+            assert self._scratch is not None
+            self._consume(memoryview(self._scratch)[:nbytes], 0, owned=False)
+            return
+        self._fill += nbytes
+        self._need -= nbytes
+        if not self._need:
+            self._complete_frame()
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes that are the caller's to keep (tests feed frames this way):
+        a whole frame is handled in place."""
+        self.last_active = self._loop.time()
+        if self._draining or self._closing:
+            return  # shutting down: requests not yet read are not answered
+        self._consume(memoryview(data), 0, owned=True)
 
     # --- framing ---------------------------------------------------------------------
-    def _consume(self, view: memoryview, pos: int) -> None:
+    def _complete_frame(self) -> None:
+        frame, self._frame = self._frame, None
+        assert frame is not None
+        self._fill = 0
+        self._finish_frame()
+        self._handle(memoryview(frame).toreadonly())
+
+    def _consume(self, view: memoryview, pos: int, *, owned: bool) -> None:
+        """Frame what ``view`` holds from ``pos``. Unless ``owned`` (bytes no
+        one will overwrite), a frame is copied out before it is handled."""
         end = len(view)
         while pos < end and not self._closing and not self._draining:
             if self._frame is not None:  # continue a frame that spans reads
                 take = min(self._need, end - pos)
-                self._frame += view[pos : pos + take]
+                self._frame[self._fill : self._fill + take] = view[pos : pos + take]
                 pos += take
+                self._fill += take
                 self._need -= take
                 if self._need:
                     return
-                frame, self._frame = self._frame, None
-                self._finish_frame()
-                self._handle(memoryview(frame).toreadonly())
+                self._complete_frame()
                 continue
             if self._header or end - pos < 4:  # a size prefix split across reads
                 take = min(4 - len(self._header), end - pos)
@@ -209,8 +253,8 @@ class KafkaConnection(asyncio.Protocol):
                 )
                 self.abort()
                 return
-            if end - pos >= size:  # the whole frame is here: handled in place
-                whole = view[pos : pos + size]
+            if end - pos >= size:  # the whole frame is here
+                whole = view[pos : pos + size] if owned else memoryview(bytes(view[pos : pos + size]))
                 pos += size
                 self.frame_started = None
                 self._handle(whole)
@@ -225,9 +269,16 @@ class KafkaConnection(asyncio.Protocol):
                 self._update_reading()
                 return
             self._begin_frame(size)
-            self._frame = bytearray(view[pos:])
-            self._need = size - (end - pos)
+            self._start_partial(size, view[pos:])
             return
+
+    def _start_partial(self, size: int, head: memoryview | bytes) -> None:
+        """A frame of ``size`` bytes of which ``head`` arrived: its buffer,
+        which the next reads fill in place."""
+        self._frame = bytearray(size)
+        self._frame[: len(head)] = head
+        self._fill = len(head)
+        self._need = size - len(head)
 
     def _begin_frame(self, size: int) -> None:
         self._reserved = size
@@ -254,14 +305,14 @@ class KafkaConnection(asyncio.Protocol):
         held, self._held = self._held or b"", None
         size, self._held_size = self._held_size, 0
         self._begin_frame(size)
-        self._frame = bytearray(held)
-        self._need = size - len(held)
+        self._start_partial(size, held)
         # Resume from the event loop, not from inside another connection's callback.
         self._loop.call_soon(self._update_reading)
         return True
 
     def _drop_partial(self) -> None:
         self._frame = None
+        self._fill = 0
         self._header.clear()
         self._held = None
         if self._waiting_memory:
@@ -413,7 +464,7 @@ class KafkaConnection(asyncio.Protocol):
         """Bytes this connection holds of requests not yet framed."""
         return (
             len(self._header)
-            + (len(self._frame) if self._frame is not None else 0)
+            + (self._fill if self._frame is not None else 0)
             + (len(self._held) if self._held is not None else 0)
         )
 
