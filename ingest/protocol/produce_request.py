@@ -48,7 +48,7 @@ class _Reader:
         self.end = len(buf)
         self.flexible = flexible
 
-    def _need(self, n: int) -> int:
+    def take(self, n: int) -> int:
         start = self.pos
         if n < 0 or start + n > self.end:
             raise ProtocolError("produce request truncated")
@@ -66,9 +66,9 @@ class _Reader:
                 n, self.pos = read_uvarint_checked(self.buf, pos)
                 n -= 1
         elif what == "string":
-            n = _I16.unpack_from(self.buf, self._need(2))[0]
+            n = _I16.unpack_from(self.buf, self.take(2))[0]
         else:
-            n = _I32.unpack_from(self.buf, self._need(4))[0]
+            n = _I32.unpack_from(self.buf, self.take(4))[0]
         if n < -1 or (n == -1 and not nullable):
             raise ProtocolError(f"invalid {what} length {n} in a produce request")
         return n
@@ -77,7 +77,7 @@ class _Reader:
         n = self.length(nullable, "string")
         if n < 0:
             return None
-        start = self._need(n)
+        start = self.take(n)
         try:
             return str(self.buf[start : start + n], "utf-8")
         except UnicodeDecodeError as exc:
@@ -108,17 +108,17 @@ def read_produce_request(version: int, buf: memoryview, pos: int) -> Any:
     part_min = 5 + 1 if r.flexible else 8
     topic_min = 3 if r.flexible else 6
     txn = r.string(nullable=True)
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, r._need(6))
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, r.take(6))
     topics = []
     for _ in range(r.count(topic_min)):
         name = r.string(nullable=False)
         partitions = []
         for _ in range(r.count(part_min)):
-            index = _I32.unpack_from(buf, r._need(4))[0]
+            index = _I32.unpack_from(buf, r.take(4))[0]
             n = r.length(True, "records")
             records = None
             if n >= 0:
-                start = r._need(n)
+                start = r.take(n)
                 records = buf[start : start + n]
             r.tags()
             # the values were read at their wire width, so kio's phantom

@@ -226,7 +226,8 @@ def test_unknown_tagged_fields_are_ignored_as_kafka_does() -> None:
     assert topic.name == "t" and topic.partitions[0].partition_index == 3
 
 
-def test_known_tagged_field_survives_next_to_unknown_ones() -> None:
+def _fetch_v12_with_tags(tags: bytes) -> bytes:
+    """A Fetch v12 body (max_wait 100 ms) whose top-level tagged fields are ``tags``."""
     cls = request_class(1, 12)
     entity = build(cls, {"replica_id": -1, "max_wait": 100, "cluster_id": "c1", "topics": []})
     buf = io.BytesIO()
@@ -235,21 +236,18 @@ def test_known_tagged_field_survives_next_to_unknown_ones() -> None:
     # The top-level tagged fields come last: count 1, tag 0, then "c1".
     tail = b"\x01\x00\x03\x03c1"
     assert body.endswith(tail)
-    body = body[: -len(tail)] + b"\x02\x00\x03\x03c1\x05\x00"
+    return body[: -len(tail)] + tags
+
+
+def test_known_tagged_field_survives_next_to_unknown_ones() -> None:
+    body = _fetch_v12_with_tags(b"\x02\x00\x03\x03c1\x05\x00")
     assert _decode(_raw(1, 12, body)).cluster_id == "c1"  # type: ignore[attr-defined]
 
 
 def test_a_tagged_field_sent_as_null_reads_as_its_null_default() -> None:
     """Fetch v12's ClusterId is a nullable tagged string: Kafka reads a null
     sent for it (kio's reader cannot, so the check drops it)."""
-    cls = request_class(1, 12)
-    entity = build(cls, {"replica_id": -1, "max_wait": 100, "cluster_id": "c1", "topics": []})
-    buf = io.BytesIO()
-    entity_writer(cls)(buf, entity)
-    body = buf.getvalue()
-    tail = b"\x01\x00\x03\x03c1"
-    assert body.endswith(tail)
-    body = body[: -len(tail)] + b"\x01\x00\x01\x00"  # tag 0, 1 byte: null
+    body = _fetch_v12_with_tags(b"\x01\x00\x01\x00")  # tag 0, 1 byte: null
     req = _decode(_raw(1, 12, body))
     assert req.cluster_id is None  # type: ignore[attr-defined]
     assert req.max_wait.total_seconds() == 0.1  # type: ignore[attr-defined]
