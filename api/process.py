@@ -116,6 +116,7 @@ class Platform:
         status = self.table_topics.status if self.table_topics is not None else None
         self.metrics = PlatformMetrics(self.broker, status)  # before start: observes requests
         await self.broker.start()
+        self.metrics.loop_lag.start()
         if self.table_topics is not None:
             await self.table_topics.start()
         await self._start_http()
@@ -232,6 +233,8 @@ class Platform:
     async def stop(self) -> None:
         if self._otlp is not None:
             await self._otlp.stop()
+        if self.metrics is not None:
+            await self.metrics.loop_lag.stop()
         for server in self._servers:
             server.should_exit = True
         # The Kafka listener stops taking requests at once and answers those in

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
+    HistogramMetricFamily,
     Metric,
     SummaryMetricFamily,
 )
@@ -16,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from api.metrics.lag import PartitionLag
 from ingest.s3stream.backpressure import health_of
+from ingest.s3stream.latency import LatencyHistogram
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -111,6 +113,14 @@ def _summary(name: str, doc: str, count: object, total: object) -> Iterable[Metr
         yield s
 
 
+def _histogram(name: str, doc: str, hist: object) -> Iterable[Metric]:
+    if isinstance(hist, LatencyHistogram):
+        h = HistogramMetricFamily(name, doc)
+        buckets = [("+Inf" if b == float("inf") else repr(b), n) for b, n in hist.cumulative()]
+        h.add_metric([], buckets=buckets, sum_value=hist.total)
+        yield h
+
+
 class StorageCollector(Collector):
     """The S3Stream engine: WAL, uploads, caches, compaction, object store health."""
 
@@ -130,11 +140,16 @@ class StorageCollector(Collector):
             getattr(e, "objects_put", None),
         )
         yield from _counter(f"{p}_compactions", "Compactions run.", getattr(e, "compactions", None))
-        yield from _summary(
+        yield from _histogram(
             f"{p}_wal_append_seconds",
-            "WAL appends: from the append to durable (fsync or object WAL put).",
-            getattr(e, "wal_appends", None),
-            getattr(e, "wal_append_seconds", None),
+            "WAL appends: from the append to durable (fsync or object WAL put), "
+            "as the event loop sees it.",
+            getattr(e, "wal_append_latency", None),
+        )
+        yield from _histogram(
+            f"{p}_wal_sync_seconds",
+            "File WAL group commits: writev and fdatasync of what was queued, per commit.",
+            getattr(e, "wal_sync_latency", None),
         )
         yield from _summary(
             f"{p}_object_put_seconds",

@@ -10,12 +10,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ingest.protocol.errors import ErrorCode
+from ingest.s3stream.latency import FINE_BUCKETS
 
 __all__ = ["KafkaRequestMetrics", "LATENCY_BUCKETS"]
 
-LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
+# sub-millisecond steps where a produce lives (its p99 target is 3 ms), up
+# to the seconds a long-polling fetch or a group join waits
+LATENCY_BUCKETS = (*FINE_BUCKETS, 5.0, 10.0)
 _PRODUCE, _FETCH = 0, 1
 _HEADER_SIZE = 61  # a v2 record batch header
 _INT32 = struct.Struct(">i")

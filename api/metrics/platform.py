@@ -18,6 +18,7 @@ from api.metrics.collectors import (
 from api.metrics.http import HttpLatency
 from api.metrics.kafka import KafkaRequestMetrics
 from api.metrics.lag import group_lags
+from api.metrics.loop import LoopLagMonitor
 from api.metrics.otlp import OtlpPusher
 from api.metrics.racks import RackTrafficCollector
 
@@ -45,6 +46,7 @@ class PlatformMetrics:
         self.kafka = KafkaRequestMetrics(self.registry, self._topic_name)
         self.http = HttpLatency(self.registry)
         self.groups = GroupLagCollector()
+        self.loop_lag = LoopLagMonitor(self.registry)  # started with the process
         self.registry.register(BrokerCollector(broker))
         self.registry.register(StorageCollector(broker.engine))
         self.registry.register(RackTrafficCollector(broker))

@@ -59,6 +59,7 @@ from ingest.s3stream.errors import (
     WalFencedError,
 )
 from ingest.s3stream.gc import GarbageCollector, object_key
+from ingest.s3stream.latency import LatencyHistogram
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
 from ingest.s3stream.objects.format import StreamRange, concat, encode
 from ingest.s3stream.objectstore.api import ObjectStore
@@ -176,9 +177,8 @@ class S3StreamEngine:
         self.uploads = 0
         self.uploaded_bytes = 0
         self.objects_put = 0
-        # read by metrics: sums and counts (a Prometheus summary without quantiles)
-        self.wal_appends = 0
-        self.wal_append_seconds = 0.0  # append call to durable, per append
+        # read by metrics: append call to durable, per append; object puts
+        self.wal_append_latency = LatencyHistogram()
         self.object_put_seconds = 0.0  # per object put (objects_put counts them)
         self._backpressure = UploadBackpressure(
             self._log_cache, config.max_pending_upload_bytes, objects
@@ -205,6 +205,12 @@ class S3StreamEngine:
     @property
     def object_store(self) -> ObjectStore:
         return self._objects
+
+    @property
+    def wal_sync_latency(self) -> LatencyHistogram | None:
+        """The file WAL's group commits (None for a WAL that keeps no such figure)."""
+        hist = getattr(self._wal, "sync_latency", None)
+        return hist if isinstance(hist, LatencyHistogram) else None
 
     @property
     def compactions(self) -> int:
@@ -500,8 +506,7 @@ class S3StreamEngine:
                 error = self._fence_error()  # the successor never sees this WAL record
             if error is not None and self._fenced is None:
                 self._fail(error)
-            self.wal_appends += 1
-            self.wal_append_seconds += time.perf_counter() - started
+            self.wal_append_latency.observe(time.perf_counter() - started)
             stream._on_durable(item, error)
 
         w.done.add_done_callback(durable)

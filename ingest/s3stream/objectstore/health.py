@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.s3stream.latency import LatencyHistogram
+
 __all__ = ["HealthSnapshot", "ObjectStoreHealth", "LATENCY_BUCKETS"]
 
 log = logging.getLogger(__name__)
@@ -110,23 +112,6 @@ class _Summary:
         return not (self.failures or self.failed_calls or self.slowest[0])
 
 
-@dataclass(slots=True)
-class _Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
-    total: float = 0.0
-    n: int = 0
-
-    def add(self, seconds: float) -> None:
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.total += seconds
-        self.n += 1
-
-
 class ObjectStoreHealth:
     """Request outcomes and the health state of one object store. Thread-safe."""
 
@@ -159,7 +144,7 @@ class ObjectStoreHealth:
         self.calls: Counter[tuple[str, str]] = Counter()  # (operation, "ok"|"error")
         self.failed_attempts: Counter[tuple[str, str]] = Counter()  # (operation, failure)
         self.retries: Counter[str] = Counter()  # operation -> retried attempts
-        self.latency: dict[str, _Histogram] = {}
+        self.latency: dict[str, LatencyHistogram] = {}
         # the window and the state
         self._seconds: deque[_Second] = deque()
         self._degraded = False
@@ -200,8 +185,8 @@ class ObjectStoreHealth:
             self.calls[(operation, "ok" if error is None else "error")] += 1
             hist = self.latency.get(operation)
             if hist is None:
-                hist = self.latency[operation] = _Histogram()
-            hist.add(seconds)
+                hist = self.latency[operation] = LatencyHistogram(LATENCY_BUCKETS)
+            hist.observe(seconds)
             summary = self._summary
             summary.calls += 1
             if seconds > summary.slowest[0]:

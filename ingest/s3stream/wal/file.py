@@ -35,11 +35,13 @@ import fcntl
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.errors import StorageError
+from ingest.s3stream.latency import LatencyHistogram
 from ingest.s3stream.wal.api import WalAppend, WalRecord
 from ingest.s3stream.wal.codec import HEADER, RECORD_HEADER_SIZE, scan_records
 from ingest.s3stream.wal.codec import encode_header as _encode_header
@@ -105,6 +107,9 @@ class FileWriteAheadLog:
         self._fd = -1
         self._fd_start = -1
         self.syncs = 0  # fdatasync calls issued by the writer (group commits)
+        # per group commit: from the writer taking the queue to its fdatasync
+        # returning (writev, segment roll and fdatasync)
+        self.sync_latency = LatencyHistogram()
         self._lock_fd = -1
 
     @property
@@ -380,7 +385,9 @@ class FileWriteAheadLog:
                 error = self._failed
             else:
                 try:
+                    started = time.perf_counter()
                     self._write_batch(batch)
+                    self.sync_latency.observe(time.perf_counter() - started)
                 except OSError as e:  # disk full, I/O error: fence the log
                     log.error("WAL write failed: %s", e)
                     self._failed = e

@@ -59,7 +59,14 @@ def test_metrics_count_traffic_latency_lag_storage_and_table_topics(data: Sample
     commits = value(m, "tidelake_table_topic_commit_seconds_count", topic="clicks")
     assert commits == value(m, "tidelake_table_topic_commits_total", topic="clicks")
     assert 0 < value(m, "tidelake_table_topic_commit_seconds_sum", topic="clicks") < commits * 30
-    assert value(m, "tidelake_storage_wal_append_seconds_count") >= 2
+    appends = value(m, "tidelake_storage_wal_append_seconds_count")
+    assert appends >= 2
+    assert value(m, "tidelake_storage_wal_append_seconds_bucket", le="+Inf") == appends
+    syncs = value(m, "tidelake_storage_wal_sync_seconds_count")
+    assert 1 <= syncs <= appends  # a group commit holds one append or more
+    assert value(m, "tidelake_storage_wal_sync_seconds_bucket", le="2.5") <= syncs
+    assert value(m, "tidelake_event_loop_lag_seconds_count") >= 1
+    assert value(m, "tidelake_event_loop_lag_max_seconds") >= 0
     assert value(m, "tidelake_storage_log_cache_hits_total") >= 1  # billing read the tail
     assert 0 < value(m, "tidelake_storage_log_cache_hit_ratio") <= 1
     assert value(m, "tidelake_http_request_seconds_count", service="registry", method="POST") == 2

@@ -1,0 +1,228 @@
+"""Where the paced produce p99 goes: the client's latency next to the broker's
+own stage histograms and what else held the machine's CPUs (issue #18).
+
+Each round drives ``tidelake serve`` (fsync'd file WAL on the data directory's
+disk) at a fixed rate with the produce_peer_bench settings (1 KiB, acks=all,
+lz4, idempotent, linger 1 ms, 4 partitions), then librdkafka's in-memory mock
+broker with the same producer, alternating which goes first. Around each
+Tidelake run it scrapes ``/metrics`` and reads the deltas of:
+
+- ``tidelake_kafka_request_seconds{api="produce"}``: frame decoded to response;
+- ``tidelake_storage_wal_append_seconds``: append to durable, on the loop;
+- ``tidelake_storage_wal_sync_seconds``: one group commit's writev + fdatasync;
+- ``tidelake_event_loop_lag_seconds``: how late the loop ran a 10 ms timer;
+
+and from ``/proc`` the CPU the broker, the producing process and kernel
+threads that run in bursts (``kdamond``, DAMON's memory monitor, where the
+kernel runs one) took. Histogram quantiles are bucket upper bounds ("<=").
+Prints a table of medians and writes bench/results/produce_tail.json.
+
+    python -m bench.produce_tail_bench [--rounds 3] [--seconds 10] [--rate-mb 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.broker_bench import _create_topic, produce_latency  # noqa: E402
+from tests.support.platform import TidelakeProcess  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_MOCK = {"test.mock.num.brokers": 1}
+_TICK = os.sysconf("SC_CLK_TCK")
+_STAGES = {
+    "request": ("tidelake_kafka_request_seconds", {"api": "produce"}),
+    "wal_append": ("tidelake_storage_wal_append_seconds", {}),
+    "wal_sync": ("tidelake_storage_wal_sync_seconds", {}),
+    "loop_lag": ("tidelake_event_loop_lag_seconds", {}),
+}
+Buckets = dict[float, float]
+
+
+def _buckets(text: str) -> dict[str, Buckets]:
+    out: dict[str, Buckets] = {}
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for stage, (name, labels) in _STAGES.items():
+        got: Buckets = {}
+        family = families.get(name)
+        for s in family.samples if family is not None else ():
+            if s.name == f"{name}_bucket" and all(s.labels.get(k) == v for k, v in labels.items()):
+                got[float(s.labels["le"])] = got.get(float(s.labels["le"]), 0.0) + s.value
+        out[stage] = got
+    return out
+
+
+def _quantile(before: Buckets, after: Buckets, q: float) -> tuple[float, int]:
+    """(upper bound in ms of the bucket holding quantile q, observations)."""
+    bounds = sorted(after)
+    delta = [after[b] - before.get(b, 0.0) for b in bounds]
+    n = int(delta[-1]) if delta else 0
+    if n == 0:
+        return 0.0, 0
+    for b, acc in zip(bounds, delta, strict=True):
+        if acc >= q * n:
+            return b * 1000, n
+    return float("inf"), n
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _kernel_bursters() -> dict[int, str]:
+    """Kernel threads that take the CPU in bursts: DAMON's monitors."""
+    found: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                comm = (d / "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm.startswith("kdamond"):
+                found[int(d.name)] = comm
+    return found
+
+
+def _kernel_cpu_ms(pids: dict[int, str]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += _proc_cpu_s(pid) * 1000
+        except OSError:
+            pass
+    return total
+
+
+def _tidelake_round(proc: TidelakeProcess, topic: str, args: argparse.Namespace) -> dict[str, object]:
+    bursters = _kernel_bursters()
+    before = _buckets(httpx.get(f"{proc.http_url}/metrics", timeout=30).text)
+    assert proc.proc is not None
+    broker0, client0, kernel0, t0 = (
+        _proc_cpu_s(proc.proc.pid), _proc_cpu_s(os.getpid()), _kernel_cpu_ms(bursters), time.time()
+    )  # fmt: skip
+    client = produce_latency(proc.bootstrap, topic, args.rate_mb, args.seconds, args.size)
+    elapsed = time.time() - t0
+    after = _buckets(httpx.get(f"{proc.http_url}/metrics", timeout=30).text)
+    row: dict[str, object] = {
+        "client": client,
+        "broker_cores": (_proc_cpu_s(proc.proc.pid) - broker0) / elapsed,
+        "client_cores": (_proc_cpu_s(os.getpid()) - client0) / elapsed,
+        "kdamond_ms_per_s": (_kernel_cpu_ms(bursters) - kernel0) / elapsed,
+        "kdamond_threads": len(bursters),
+    }
+    for stage in _STAGES:
+        p50, n = _quantile(before[stage], after[stage], 0.5)
+        p99, _ = _quantile(before[stage], after[stage], 0.99)
+        p999, _ = _quantile(before[stage], after[stage], 0.999)
+        row[stage] = {"n": n, "p50_le_ms": p50, "p99_le_ms": p99, "p999_le_ms": p999}
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rate-mb", type=float, default=20.0)
+    ap.add_argument("--size", type=int, default=1024)
+    args = ap.parse_args()
+    rounds: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = TidelakeProcess(Path(tmp) / "data", env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
+        try:
+            for r in range(args.rounds):
+                topic = f"tail-{r}"
+                _create_topic(proc.bootstrap, topic, 4)
+                row: dict[str, object] = {"round": r, "load_before": os.getloadavg()[0]}
+                order = ("tidelake", "mock") if r % 2 == 0 else ("mock", "tidelake")
+                for side in order:
+                    if side == "tidelake":
+                        row["tidelake"] = _tidelake_round(proc, topic, args)
+                    else:
+                        row["mock"] = produce_latency(
+                            "127.0.0.1:1", topic, args.rate_mb, args.seconds, args.size, _MOCK
+                        )
+                rounds.append(row)
+                t, m = row["tidelake"], row["mock"]
+                assert isinstance(t, dict) and isinstance(m, dict)
+                print(
+                    f"round {r}: tidelake p99 {t['client']['p99_ms']:.2f} ms "
+                    f"(request p99 <= {t['request']['p99_le_ms']:g}, loop lag p99 <= "
+                    f"{t['loop_lag']['p99_le_ms']:g}) | mock p99 {m['p99_ms']:.2f} ms | "
+                    f"kdamond {t['kdamond_ms_per_s']:.1f} ms/s",
+                    flush=True,
+                )
+        finally:
+            proc.stop()
+
+    def med(*path: str) -> float:
+        values = []
+        for row in rounds:
+            v: object = row
+            for k in path:
+                assert isinstance(v, dict)
+                v = v[k]
+            assert isinstance(v, int | float)
+            values.append(float(v))
+        return statistics.median(values)
+
+    summary: dict[str, float] = {
+        "tidelake_p50_ms": med("tidelake", "client", "p50_ms"),
+        "tidelake_p99_ms": med("tidelake", "client", "p99_ms"),
+        "mock_p50_ms": med("mock", "p50_ms"),
+        "mock_p99_ms": med("mock", "p99_ms"),
+        "broker_cores": med("tidelake", "broker_cores"),
+        "client_cores": med("tidelake", "client_cores"),
+        "kdamond_ms_per_s": med("tidelake", "kdamond_ms_per_s"),
+    }
+    for stage in _STAGES:
+        for q in ("p50_le_ms", "p99_le_ms", "p999_le_ms"):
+            summary[f"{stage}_{q}"] = med("tidelake", stage, q)
+    result = {
+        "benchmark": "produce_tail",
+        "machine_cores": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": vars(args),
+        "rounds": rounds,
+        "medians": summary,
+        "targets": {"tidelake_p99_ms": 3.0},
+    }
+    print()
+    print(f"medians of {args.rounds} rounds at {args.rate_mb:g} MB/s        p50 ms    p99 ms  p99.9 ms")
+    print(f"client, tidelake                      {summary['tidelake_p50_ms']:>8.2f}  {summary['tidelake_p99_ms']:>8.2f}")
+    print(f"client, mock broker                   {summary['mock_p50_ms']:>8.2f}  {summary['mock_p99_ms']:>8.2f}")
+    names = {
+        "request": "broker: produce request (<=)",
+        "wal_append": "broker: WAL append to durable (<=)",
+        "wal_sync": "broker: WAL writev+fdatasync (<=)",
+        "loop_lag": "broker: event loop lag (<=)",
+    }
+    for stage, label in names.items():
+        print(
+            f"{label:<37} {summary[f'{stage}_p50_le_ms']:>8g}  {summary[f'{stage}_p99_le_ms']:>8g}"
+            f"  {summary[f'{stage}_p999_le_ms']:>8g}"
+        )
+    print(
+        f"CPU: broker {summary['broker_cores']:.2f} cores, producing process "
+        f"{summary['client_cores']:.2f} cores, kdamond {summary['kdamond_ms_per_s']:.1f} ms/s"
+    )
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "produce_tail.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
