@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.handlers import api_table
 from ingest.handlers.base import RequestContext
+from ingest.protocol import produce_response
 from ingest.protocol.codec import (
     ProtocolError,
     build,
@@ -34,6 +35,11 @@ it runs on the event loop, so it must be cheap and must not raise."""
 
 log = logging.getLogger(__name__)
 _API_VERSIONS = 18
+# Responses written straight from the handler's entity, skipping kio's
+# version narrowing and generic writer; None from one means "take kio's route".
+_DIRECT_WRITERS: dict[int, Callable[[int, int, Any], bytes | None]] = {
+    0: produce_response.encode,
+}
 
 
 class Dispatcher:
@@ -84,6 +90,13 @@ class Dispatcher:
     async def _run(self, ctx: RequestContext, handler: Any, request: Any) -> bytes:
         started = time.perf_counter()
         result = await handler(ctx, request)
+        direct = _DIRECT_WRITERS.get(ctx.api_key)
+        if direct is not None:
+            framed = direct(ctx.api_version, ctx.correlation_id, result)
+            if framed is not None:
+                if self.observer is not None:
+                    self.observer(ctx.api_key, time.perf_counter() - started, request, result)
+                return framed
         entity = _response_entity(response_class(ctx.api_key, ctx.api_version), result)
         if self.observer is not None:
             self.observer(ctx.api_key, time.perf_counter() - started, request, entity)
