@@ -49,6 +49,7 @@ from ingest.cluster.balancer import (
 )
 from ingest.cluster.config import ClusterConfig
 from ingest.cluster.errors import ControllerFencedError
+from ingest.cluster.pins import PlacementPins
 from ingest.cluster.planner import Target, balance_targets, failover_moves, leaders_for_new
 from ingest.cluster.view import BrokerEndpoint, hashed_coordinator
 
@@ -138,6 +139,7 @@ class ClusterMember:
         self._last_balance = 0.0
         self.moves_applied = 0
         self._balancer_memory = BalancerMemory()
+        self._pins = PlacementPins(config.balancer_cooldown_ms)
         self.decisions: deque[dict[str, Any]] = deque(maxlen=_DECISIONS_KEPT)
         self.balancer_moves: Counter[str] = Counter()  # moves asked for, by what decided
 
@@ -653,6 +655,7 @@ class ClusterMember:
         brokers = await self._call(self._store.list_brokers)
         assignments = await self._call(self._store.assignments)
         now = await self._call(self._store.now_ms)
+        pinned = self._pins.observe(assignments, now)
         registered = {b.node_id for b in brokers}
         gone = {a.leader for a in assignments if a.leader not in registered}
         moves = failover_moves(brokers, assignments, now, recovered=gone)
@@ -663,6 +666,8 @@ class ClusterMember:
             if a.target is not None and a.target not in live and a.leader in live
         ]
         if moves:
+            for m in moves:
+                self._pins.own(m.topic, m.partition)
             applied = await self._call(self._store.apply_moves, epoch, moves)
             self.moves_applied += applied
             log.info("controller: %d of %d leadership moves applied", applied, len(moves))
@@ -685,7 +690,12 @@ class ClusterMember:
             targets = plan.targets
         if draining or not by_traffic:
             targets = balance_targets(
-                brokers, assignments, now, c.max_moves_in_flight, even_counts=c.balancer
+                brokers,
+                assignments,
+                now,
+                c.max_moves_in_flight,
+                even_counts=c.balancer,
+                pinned=frozenset(pinned),
             )
         leaders = {(a.topic, a.partition): a.leader for a in assignments}
         for t in targets:
@@ -695,6 +705,7 @@ class ClusterMember:
                 else f"{t.reason}: moving {t.topic}-{t.partition} to node {t.target}"
             )
             log.info("controller: %s", reason)
+            self._pins.own(t.topic, t.partition)
             await self._call(self._store.request_move, t.topic, t.partition, t.target)
             self.balancer_moves["traffic" if by_traffic else "count"] += 1
             self.decisions.append(

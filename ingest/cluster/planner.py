@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest.cluster.api import NO_LEADER, BrokerInfo, Move, PartitionAssignment
@@ -115,9 +115,14 @@ def balance_targets(
     now_ms: int,
     max_moves: int,
     even_counts: bool = True,
+    pinned: Collection[tuple[str, int]] = frozenset(),
 ) -> list[Target]:
     """Hand-overs that even out partition counts (and empty draining brokers;
     only that with ``even_counts=False``, when traffic decides).
+
+    ``pinned`` partitions (an operator just placed them) count where they
+    are but are not moved to even counts out; a draining broker still gives
+    them away.
 
     Nothing is proposed while any move is in flight (a partition with a
     target), so the plan is always made from settled counts and never
@@ -143,10 +148,12 @@ def balance_targets(
         return targets
     # then even out the counts of live, non-draining brokers
     led: dict[int, list[PartitionAssignment]] = {n: [] for n in loads}
+    counts = Counter({n: 0 for n in loads})
     for a in assignments:
         if a.leader in led:
-            led[a.leader].append(a)
-    counts = Counter({n: len(v) for n, v in led.items()})
+            counts[a.leader] += 1
+            if (a.topic, a.partition) not in pinned:
+                led[a.leader].append(a)
     while len(targets) < max_moves:
         hi = max(counts, key=lambda n: (counts[n], -n))
         lo = min(counts, key=lambda n: (counts[n], n))

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ingest.cluster.api import PartitionLoad
+from ingest.cluster.api import Move, PartitionAssignment, PartitionLoad
 from ingest.cluster.config import ClusterConfig
 from ingest.cluster.member import ClusterMember
 from ingest.cluster.memory import MemoryClusterStore
+from ingest.cluster.pins import PlacementPins
 from tests.unit.cluster.test_controller import Hooks
 
 MB = 1_000_000.0
@@ -150,3 +151,38 @@ async def test_a_draining_broker_gives_everything_away_while_traffic_decides() -
     targets = {a.partition: a.target for a in store.assignments() if a.target is not None}
     assert set(targets) == {2, 3, 4} and set(targets.values()) <= {1, 2}
     assert all("node 3 is draining" in d["reason"] for d in member.decisions)
+
+
+async def test_a_partition_an_operator_just_placed_stays_where_it_was_put() -> None:
+    """Balancing counts picks other partitions than the ones a reassignment
+    just moved; once the cooldown is over they may move again."""
+    store = MemoryClusterStore()
+    _three(store)
+    store.assign_new("t", [1, 2, 3, 1, 2, 3])
+    member = _member(store, Hooks(), balance_interval_ms=100, balancer_cooldown_ms=60_000)
+    lease = store.acquire_controller(1, 60_000)
+    assert lease is not None
+    await member.control_once(lease.epoch)  # even: nothing to do
+    assert [a for a in store.assignments() if a.target] == []
+    # an operator puts t-1 (node 2) and t-2 (node 3) on node 1, which now leads 4
+    epochs = {a.partition: a.leader_epoch for a in store.assignments()}
+    store.apply_moves(lease.epoch, [Move("t", 1, epochs[1], 1), Move("t", 2, epochs[2], 1)])
+    await asyncio.sleep(0.11)  # the next balancing pass is due
+    await member.control_once(lease.epoch)
+    moved = {a.partition: a.target for a in store.assignments() if a.target is not None}
+    assert moved and set(moved) <= {0, 3}, moved  # never the operator's t-1 or t-2
+    assert {n for n in moved.values()} <= {2, 3}
+
+
+def test_pins_are_the_moves_the_controller_did_not_ask_for() -> None:
+    pins = PlacementPins(cooldown_ms=1_000)
+
+    def layout(*epochs: int) -> list[PartitionAssignment]:
+        return [PartitionAssignment("t", p, 1, e) for p, e in enumerate(epochs)]
+
+    assert pins.observe(layout(0, 0, 0), now_ms=0) == {}  # what a new controller sees first
+    pins.own("t", 0)  # a balancing move of its own
+    assert pins.observe(layout(1, 1, 0), now_ms=100) == {("t", 1): 100}
+    assert pins.observe(layout(1, 1, 0), now_ms=1_099) == {("t", 1): 100}
+    assert pins.observe(layout(1, 1, 0), now_ms=1_100) == {}  # the cooldown is over
+    assert pins.observe(layout(1, 2), now_ms=1_200) == {("t", 1): 1_200}  # t-2 deleted
