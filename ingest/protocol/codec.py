@@ -32,6 +32,7 @@ from kio.static.protocol import Entity
 
 from ingest.protocol.errors import KafkaError, ProtocolError
 from ingest.protocol.produce_request import PRODUCE_VERSIONS, read_produce_request
+from ingest.protocol.records import write_uvarint
 from ingest.protocol.wire import read_uvarint_checked as _read_uvarint
 from ingest.protocol.wire import skip_tagged_fields as _skip_tagged_fields
 
@@ -148,15 +149,6 @@ _FIXED_SIZE = {
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _MAX_STRING = 0x7FFF  # Kafka's limit for a string's length, compact or not
-
-
-def _uvarint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _read_length(buf: memoryview, pos: int, compact: bool, wide: bool) -> tuple[int, int]:
@@ -344,7 +336,7 @@ def _check_tagged_fields(
                 kept.append(bytes(buf[entry:end]))
         pos = end
     if len(kept) != count:  # unknown tags (Kafka ignores them) and tagged nulls
-        cuts.append((start, pos, _uvarint_bytes(len(kept)) + b"".join(kept)))
+        cuts.append((start, pos, write_uvarint(len(kept)) + b"".join(kept)))
     return pos
 
 

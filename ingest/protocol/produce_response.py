@@ -30,6 +30,8 @@ import struct
 
 from kio.schema.produce.v11.response import ProduceResponse
 
+from ingest.protocol.records import write_uvarint
+
 __all__ = ["encode"]
 
 _HEAD = struct.Struct(">ii")  # size prefix (patched), correlation id
@@ -39,24 +41,15 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return write_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _millis(value: datetime.datetime | None) -> int:

@@ -33,6 +33,7 @@ __all__ = [
     "validate_records",
     "check_client_batch",
     "set_max_timestamp",
+    "write_uvarint",
     "inflate",
     "InflatedTooLargeError",
     "RecordStats",
@@ -662,18 +663,19 @@ def _check_record_rest(src: _Source, end: int) -> None:
         raise CorruptRecordError("record length mismatch")
 
 
+def write_uvarint(v: int) -> bytes:
+    """``v`` (not negative) as an unsigned varint (compact lengths, tagged fields)."""
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
 def write_varint(n: int) -> bytes:
     """``n`` as a zig-zag varint (Kafka records and Avro longs use the same encoding)."""
-    v = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return write_uvarint((n << 1) ^ (n >> 63))
 
 
 def build_batch(

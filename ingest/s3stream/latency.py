@@ -25,7 +25,7 @@ class LatencyHistogram:
     """Counts of observations per bucket (upper bounds in seconds, ascending),
     the last one counting those above every bound, plus their sum and number."""
 
-    __slots__ = ("bounds", "counts", "total", "n", "max")
+    __slots__ = ("bounds", "counts", "total", "n")
 
     def __init__(self, bounds: Sequence[float] = FINE_BUCKETS) -> None:
         if list(bounds) != sorted(set(bounds)) or not bounds:
@@ -34,14 +34,11 @@ class LatencyHistogram:
         self.counts = [0] * (len(self.bounds) + 1)
         self.total = 0.0
         self.n = 0
-        self.max = 0.0  # the largest observation since the start
 
     def observe(self, seconds: float) -> None:
         self.counts[bisect_left(self.bounds, seconds)] += 1
         self.total += seconds
         self.n += 1
-        if seconds > self.max:
-            self.max = seconds
 
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, observations at or below it) per bucket, ending with +inf."""
@@ -51,17 +48,3 @@ class LatencyHistogram:
             acc += c
             out.append((bound, acc))
         return out
-
-    def quantile(self, q: float) -> float:
-        """The upper bound of the bucket holding quantile ``q`` (0 when empty;
-        the largest observation when it lies above every bound)."""
-        if not 0 <= q <= 1:
-            raise ValueError("q must be within [0, 1]")
-        n = self.n
-        if n == 0:
-            return 0.0
-        rank = q * n
-        for bound, acc in self.cumulative():
-            if acc >= rank and acc > 0:
-                return self.max if bound == float("inf") else bound
-        return self.max

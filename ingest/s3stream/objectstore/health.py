@@ -330,7 +330,7 @@ class ObjectStoreHealth:
             calls = sorted(self.calls.items())
             failed = sorted(self.failed_attempts.items())
             retries = sorted(self.retries.items())
-            latency = sorted((op, list(h.counts), h.total, h.n) for op, h in self.latency.items())
+            latency = sorted((op, h.cumulative(), h.total, h.n) for op, h in self.latency.items())
         out = [
             f"# HELP {prefix}_requests_total Object store requests (retries included) by outcome.",
             f"# TYPE {prefix}_requests_total counter",
@@ -357,10 +357,8 @@ class ObjectStoreHealth:
             f"# HELP {prefix}_request_seconds Object store request latency, retries included.",
             f"# TYPE {prefix}_request_seconds histogram",
         ]
-        for op, counts, total, n in latency:
-            acc = 0
-            for bound, c in zip((*LATENCY_BUCKETS, float("inf")), counts, strict=True):
-                acc += c
+        for op, buckets, total, n in latency:
+            for bound, acc in buckets:
                 le = "+Inf" if bound == float("inf") else repr(bound)
                 out.append(f'{prefix}_request_seconds_bucket{{operation="{op}",le="{le}"}} {acc}')
             out.append(f'{prefix}_request_seconds_sum{{operation="{op}"}} {total:.6f}')

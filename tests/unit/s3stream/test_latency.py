@@ -17,21 +17,7 @@ def test_observations_land_in_the_first_bucket_at_or_above_them() -> None:
         h.observe(s)
     assert h.counts == [2, 2, 0, 1]  # a value equal to a bound counts at or below it
     assert h.cumulative() == [(0.001, 2), (0.005, 4), (0.01, 4), (float("inf"), 5)]
-    assert h.n == 5 and h.total == pytest.approx(0.2085) and h.max == 0.2
-
-
-def test_quantiles_are_bucket_bounds_and_the_overflow_is_the_largest_seen() -> None:
-    h = LatencyHistogram((0.001, 0.005, 0.01))
-    assert h.quantile(0.99) == 0.0
-    for _ in range(98):
-        h.observe(0.0008)
-    h.observe(0.004)
-    h.observe(0.3)
-    assert h.quantile(0.5) == 0.001
-    assert h.quantile(0.99) == 0.005
-    assert h.quantile(1.0) == 0.3
-    with pytest.raises(ValueError):
-        h.quantile(1.5)
+    assert h.n == 5 and h.total == pytest.approx(0.2085)
 
 
 def test_bounds_must_ascend() -> None:
@@ -57,4 +43,4 @@ def test_the_file_wal_times_each_group_commit(tmp_path: Path) -> None:
     wal = asyncio.run(run())
     assert wal.sync_latency.n == wal.syncs
     assert 4 <= wal.syncs < 23
-    assert 0 < wal.sync_latency.total and wal.sync_latency.max < 10
+    assert 0 < wal.sync_latency.total < 10 * wal.syncs
