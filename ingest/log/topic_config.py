@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from ingest.protocol.errors import ErrorCode, KafkaError
 
@@ -336,17 +338,28 @@ class TopicConfigRegistry:
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic's effective configuration: its overrides over the defaults."""
+    """A topic's effective configuration: its overrides over the defaults.
+
+    Immutable: a topic whose configs change gets a new one. So every value is
+    looked up once and remembered: the produce path reads several per append.
+    """
 
     registry: TopicConfigRegistry
     overrides: dict[str, str]
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, name: str) -> str | None:
+        memo = self._memo
+        if name in memo:
+            return memo[name]  # type: ignore[no-any-return]
         key = self.registry.canonical(name)
         if key in self.overrides:
-            return self.overrides[key]
-        d = self.registry.defs.get(key)
-        return d.default if d else None
+            value: str | None = self.overrides[key]
+        else:
+            d = self.registry.defs.get(key)
+            value = d.default if d else None
+        memo[name] = value
+        return value
 
     def get_int(self, name: str) -> int:
         v = self.get(name)
@@ -360,20 +373,20 @@ class TopicConfig:
     def retention_bytes(self) -> int:
         return self.get_int("retention.bytes")
 
-    @property
+    @cached_property
     def max_message_bytes(self) -> int:
         return self.get_int("max.message.bytes")
 
-    @property
+    @cached_property
     def cleanup_policy(self) -> frozenset[str]:
         return frozenset(v.strip() for v in (self.get("cleanup.policy") or "delete").split(","))
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         """cleanup.policy holds compact: the log cleaner keeps the latest record per key."""
         return "compact" in self.cleanup_policy
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         """cleanup.policy holds delete: retention.ms / retention.bytes apply."""
         return "delete" in self.cleanup_policy
@@ -382,6 +395,6 @@ class TopicConfig:
         v = self.get(name)
         return float(v) if v is not None else 0.0
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.get("message.timestamp.type") == "LogAppendTime"
