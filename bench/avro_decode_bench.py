@@ -9,10 +9,12 @@ Four schemas, each decoded both ways in the same run:
 - ``nested``: three primitives, a nested record and a nullable nested record
   with a timestamp;
 - ``collections``: three primitives, an enum, a fixed, an array of longs, a
-  nullable array of strings and an array of records holding an enum.
+  nullable array of strings and an array of records holding an enum;
+- ``maps``: three primitives, a map of strings, a nullable map of longs and a
+  map of records holding a timestamp.
 
 Decimals and nested records took the per-record path until session 12;
-enums, fixed and arrays until session 13.
+enums, fixed and arrays until session 13; maps until session 15.
 
 The bulk path (``table_topic.decode.avro_bulk.decode_bulk``) wraps the bodies
 in an Avro container, reads it with polars and converts in Arrow; the baseline
@@ -130,6 +132,32 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
         ],
     },
+    "maps": {
+        "type": "record",
+        "name": "M",
+        "fields": [
+            *_BASE[:3],
+            {"name": "attrs", "type": {"type": "map", "values": "string"}},
+            {"name": "counters", "type": ["null", {"type": "map", "values": "long"}]},
+            {
+                "name": "seen",
+                "type": {
+                    "type": "map",
+                    "values": {
+                        "type": "record",
+                        "name": "Seen",
+                        "fields": [
+                            {"name": "hits", "type": "int"},
+                            {
+                                "name": "at",
+                                "type": {"type": "long", "logicalType": "timestamp-millis"},
+                            },
+                        ],
+                    },
+                },
+            },
+        ],
+    },
 }
 
 
@@ -158,6 +186,11 @@ def _row(i: int, schema: str) -> dict[str, Any]:
         row["fills"] = [i, i * 3][: i % 3]
         row["tags"] = None if i % 4 == 0 else [f"t{i % 7}", "hot"][: 1 + i % 2]
         row["legs"] = [{"venue": f"V{i % 9}", "kind": ("LIMIT", "MARKET", "STOP")[i % 3]}] * (i % 3)
+    if schema == "maps":
+        row["attrs"] = {"country": ("NL", "DE", "FR")[i % 3], "device": "ios", "plan": f"p{i % 4}"}
+        row["counters"] = None if i % 4 == 0 else {"clicks": i % 17, "views": i % 91}
+        at = _EPOCH + datetime.timedelta(milliseconds=i)
+        row["seen"] = {f"page{j}": {"hits": i % 50 + j, "at": at} for j in range(i % 3)}
     return row
 
 

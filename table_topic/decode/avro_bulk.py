@@ -2,13 +2,16 @@
 
 fastavro decodes about 220k records/s per core; polars' Avro reader reads a
 container file ten times faster. Used for records whose fields are Avro
-primitives, enums, fixed, nested records, arrays of any of these, ``[null, x]``
-unions of those, and the logical types carried by an int or long (date,
-time-millis/micros, timestamp-millis/micros and their local variants), a
-string (uuid), bytes or fixed (decimal): those are decoded as their plain wire
-type (the container's schema drops the logical type) and converted in Arrow
-and numpy, so polars never interprets them. Maps (polars cannot read them),
-unions of several types and named-type references take the per-record path.
+primitives, enums, fixed, nested records, arrays and maps of any of these,
+``[null, x]`` unions of those, and the logical types carried by an int or
+long (date, time-millis/micros, timestamp-millis/micros and their local
+variants), a string (uuid), bytes or fixed (decimal): those are decoded as
+their plain wire type (the container's schema drops the logical type) and
+converted in Arrow and numpy, so polars never interprets them. Polars cannot
+read maps, but a map is written exactly as an array of (string key, value)
+records: the container's schema says so, and the lists of entries it reads
+become Arrow maps. Unions of several types and named-type references take
+the per-record path.
 
 Safety: a container block does not delimit its records, so a malformed body
 could shift its neighbours without an error. After decoding, the encoded size
@@ -127,7 +130,7 @@ def _sizes(col: pa.Array, kind: _Kind, parent: Any) -> Any:
     elif kind.wire in ("string", "bytes"):
         length = _lengths(col)
         size = _zigzag_size(length) + length
-    elif kind.wire == "array":
+    elif kind.wire in ("array", "map"):  # a map is read as its list of entries
         size = _array_sizes(col, kind.children[0])
     elif kind.wire == "fixed":
         length = _lengths(col)
@@ -182,8 +185,9 @@ _LOGICAL: dict[str, tuple[str, str]] = {
 @dataclass(frozen=True)
 class _Kind:
     """How one field is written: its wire type (an Avro primitive, "fixed"
-    with its ``size``, "record" with a child per field, or "array" with the
-    item as its one child), whether it is a ``[null, x]`` union, and the
+    with its ``size``, "record" with a child per field, "array" with the
+    item as its one child, or "map" with its entry, a record of a string key
+    and the value, as its one child), whether it is a ``[null, x]`` union, and the
     conversion of a logical type or of an enum's index to its ``symbols``
     ("" for none)."""
 
@@ -220,6 +224,11 @@ def _branch(b: Any, depth: int = 0) -> _Kind | None:
     if base == "array" and depth < _MAX_DEPTH:
         item = _field_kind(b.get("items"), depth + 1)
         return _Kind("array", children=(item,)) if item is not None else None
+    if base == "map" and depth < _MAX_DEPTH:
+        value = _field_kind(b.get("values"), depth + 1)
+        if value is None:
+            return None
+        return _Kind("map", children=(_Kind("record", children=(_Kind("string"), value)),))
     if base == "enum":  # read as its symbol's index: an int on the wire
         symbols = b.get("symbols")
         if isinstance(symbols, list) and symbols and all(isinstance(x, str) for x in symbols):
@@ -260,9 +269,12 @@ def _field_kinds(decoder: AvroDecoder) -> list[_Kind] | None:
 
 def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
     """The record schema with logical types replaced by their wire primitive,
-    in nested records too."""
+    in nested records too, and each map by the array of entry records it is
+    written as."""
+    entries = 0
 
     def strip(t: Any) -> Any:
+        nonlocal entries
         if isinstance(t, list):
             return [strip(b) for b in t]
         if not isinstance(t, dict):
@@ -277,6 +289,20 @@ def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
             return {**t, "fields": [{**f, "type": strip(f["type"])} for f in t["fields"]]}
         if t.get("type") == "array":
             return {**t, "items": strip(t["items"])}
+        if t.get("type") == "map":
+            entries += 1
+            # named types must be unique in a schema: the entries' records
+            # live in a namespace of ours
+            entry = {
+                "type": "record",
+                "name": f"_{entries}",
+                "namespace": "_tidelake_map_entry",
+                "fields": [
+                    {"name": "key", "type": "string"},
+                    {"name": "value", "type": strip(t["values"])},
+                ],
+            }
+            return {"type": "array", "items": entry}
         return t
 
     out: dict[str, Any] = strip(schema_json)
@@ -356,6 +382,20 @@ def _convert(col: pa.Array, kind: _Kind, target: pa.DataType) -> pa.Array:
         offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), counts]))
         mask = pc.is_null(col) if col.null_count else None
         return pa.ListArray.from_arrays(offsets.cast(pa.int32()), values, type=target, mask=mask)
+    if kind.wire == "map":
+        assert isinstance(col, (pa.ListArray, pa.LargeListArray)) and pa.types.is_map(target)
+        entries = col.flatten()
+        assert isinstance(entries, pa.StructArray)
+        value_kind = kind.children[0].children[1]
+        keys = entries.field(0).cast(target.key_type)
+        _unique_keys(col, keys)
+        items = _convert(entries.field(1), value_kind, target.item_type)
+        counts = pc.fill_null(pc.list_value_length(col), 0).cast(pa.int64())
+        offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), counts]))
+        mask = pc.is_null(col) if col.null_count else None
+        return pa.MapArray.from_arrays(
+            offsets.cast(pa.int32()), keys, items, type=target, mask=mask
+        )
     if conversion == "decimal":
         assert isinstance(target, pa.Decimal128Type)
         return _decimals(col, target)
@@ -370,6 +410,25 @@ def _convert(col: pa.Array, kind: _Kind, target: pa.DataType) -> pa.Array:
     return col.cast(target)
 
 
+def _unique_keys(col: pa.Array, keys: pa.Array) -> None:
+    """A body may repeat a key in one map, where the per-record decoder keeps
+    the last value: raise ValueError then, so that the per-record path
+    handles the batch (an Arrow map would keep both)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if len(keys) < 2:
+        return
+    counts = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+    if int(counts.max()) < 2:
+        return
+    codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts.astype(np.int64))
+    pairs = np.sort(owner * (int(codes.max()) + 1) + codes)  # sorting beats np.unique's hash here
+    if bool((pairs[1:] == pairs[:-1]).any()):
+        raise ValueError("a map repeats a key")
+
+
 def _fits(kinds: list[_Kind] | tuple[_Kind, ...], t: pa.DataType) -> bool:
     """The record's fields (``kinds``) line up with the struct type ``t``."""
     if not pa.types.is_struct(t) or t.num_fields == 0 or t.num_fields != len(kinds):
@@ -382,6 +441,9 @@ def _fits_kind(kind: _Kind, t: pa.DataType) -> bool:
         return _fits(kind.children, t)
     if kind.wire == "array":
         return pa.types.is_list(t) and _fits_kind(kind.children[0], t.value_type)
+    if kind.wire == "map":
+        value = kind.children[0].children[1]
+        return pa.types.is_map(t) and t.key_type == pa.string() and _fits_kind(value, t.item_type)
     if kind.conversion == "enum":
         return bool(t == pa.string())
     if kind.wire == "fixed" and not kind.conversion:

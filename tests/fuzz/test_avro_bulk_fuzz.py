@@ -16,17 +16,31 @@ from table_topic.decode import avro_bulk
 from table_topic.decode.avro import AvroDecoder
 from tests.fuzz.conftest import fuzz_settings
 from tests.unit.table_topic.avro_parity import avro_bodies
-from tests.unit.table_topic.test_bulk_collections import ORDER, _order
+from tests.unit.table_topic.test_bulk_collections import MAPS, ORDER, _order
 
 pytestmark = pytest.mark.skipif(not avro_bulk.bulk_available(), reason="polars is not installed")
 
 _DECODER = AvroDecoder(1, json.dumps(ORDER))
 _BODIES = avro_bodies(ORDER, [_order(i, notes=["a", None]) for i in range(80)])
+_MAP_DECODER = AvroDecoder(1, json.dumps(MAPS))
+_MAP_BODIES = avro_bodies(
+    MAPS,
+    [
+        {
+            "counts": {f"k{j}": i * j for j in range(i % 4)},
+            "labels": None if i % 3 == 0 else {"a": None, "b": "x" * (i % 5)},
+            "lines": {},
+            "per_day": [{"mon": i}, {}] if i % 2 else [],
+            "nested": {"n": {"v": i / 2}} if i % 2 else {},
+        }
+        for i in range(80)
+    ],
+)
 
 
 @st.composite
-def mangled(draw: st.DrawFn) -> list[bytes]:
-    bodies = list(_BODIES)
+def mangled(draw: st.DrawFn, originals: list[bytes] = _BODIES) -> list[bytes]:
+    bodies = list(originals)
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         i = draw(st.integers(min_value=0, max_value=len(bodies) - 1))
         body = bytearray(bodies[i])
@@ -54,4 +68,18 @@ def test_mangled_bodies_decode_as_per_record_or_raise_value_error(bodies: list[b
     assert bulk is not None
     # accepted: then every body decodes per record, to the same values
     slow = pa.array([_DECODER.decode(b) for b in bodies], _DECODER.arrow_type)
+    assert bulk.equals(slow)
+
+
+@fuzz_settings(150)
+@given(mangled(_MAP_BODIES))
+def test_mangled_map_bodies_decode_as_per_record_or_raise_value_error(bodies: list[bytes]) -> None:
+    """Maps are read as lists of entries: a body shifted into or out of a
+    map's block, or a repeated key, must not slip through either."""
+    try:
+        bulk = avro_bulk.decode_bulk(_MAP_DECODER, bodies)
+    except ValueError:
+        return
+    assert bulk is not None
+    slow = pa.array([_MAP_DECODER.decode(b) for b in bodies], _MAP_DECODER.arrow_type)
     assert bulk.equals(slow)
