@@ -21,6 +21,9 @@ union branch index, an enum's symbol index, an array's block count and end
 marker, nested values field by field) and compared with each body's actual length. Any
 difference (a misaligned or non-canonical body) rejects the bulk result and
 the caller falls back to per-record fastavro, which finds the bad records.
+A union's branch index has the same size whether it is valid or not, so the
+sizes also place every ``[null, x]`` union in its body, and the byte found
+there must be the index of the branch the value took.
 """
 
 from __future__ import annotations
@@ -152,6 +155,63 @@ def _sizes(col: pa.Array, kind: _Kind, parent: Any) -> Any:
     return size
 
 
+def _check_branches(
+    col: pa.Array, kind: _Kind, starts: Any, present: Any | None, blob: Any
+) -> None:
+    """Raise ValueError unless every ``[null, x]`` union under this field
+    wrote the branch index its decoded value says (0 or 1, a one-byte zigzag
+    varint: 0x00 or 0x02). The size check cannot see these bytes: a body
+    giving index -2 or 2 has the right length, fastavro refuses it, and polars
+    would read it as the value branch. ``starts``: where each element of
+    ``col`` begins in ``blob`` (the bodies, numpy uint8); ``present``: the
+    elements whose enclosing value exists (numpy bool; None: all)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if not _has_union(kind):
+        return
+    here = present
+    if kind.nullable:
+        valid = pc.is_valid(col).to_numpy(zero_copy_only=False) if col.null_count else None
+        value_byte, null_byte = (2, 0) if kind.null_first else (0, 2)
+        wrote = blob[starts] if present is None else blob[starts[present]]
+        if valid is None:
+            wrong = (wrote != value_byte).any()
+        else:
+            is_value = valid if present is None else valid[present]
+            wrong = (wrote != np.where(is_value, value_byte, null_byte)).any()
+            here = valid if present is None else present & valid
+        if wrong:
+            raise ValueError("a union branch index that is not its value's")
+        starts = starts + 1
+    if kind.wire == "record":
+        assert isinstance(col, pa.StructArray)
+        at = starts.copy()
+        for i, child in enumerate(kind.children):
+            field = col.field(i)
+            _check_branches(field, child, at, here, blob)
+            at += _sizes(field, child, here)
+    elif kind.wire in ("array", "map"):
+        assert isinstance(col, (pa.ListArray, pa.LargeListArray))
+        counts = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
+        counts = counts.astype(np.int64)
+        items = col.flatten()
+        item = kind.children[0]
+        sizes = _sizes(items, item, None)
+        before = np.cumsum(sizes) - sizes  # bytes of the items before each, overall
+        some = counts > 0
+        nonempty = counts[some]
+        firsts = (np.cumsum(counts) - counts)[some]
+        item_starts = np.repeat(starts[some] + _zigzag_size(nonempty) - before[firsts], nonempty)
+        item_starts += before
+        present_items = None if here is None else np.repeat(here, counts)
+        _check_branches(items, item, item_starts, present_items, blob)
+
+
+def _has_union(kind: _Kind) -> bool:
+    return kind.nullable or any(_has_union(c) for c in kind.children)
+
+
 def _array_sizes(col: pa.Array, item: _Kind) -> Any:
     """Per row, the canonical encoding of an array: one block (its count as a
     zigzag varint, then the items) and the 0 that ends it; 1 byte if empty."""
@@ -193,6 +253,7 @@ class _Kind:
 
     wire: str
     nullable: bool = False
+    null_first: bool = True  # ["null", x]; False for [x, "null"]
     conversion: str = ""
     children: tuple[_Kind, ...] = ()
     symbols: tuple[str, ...] = ()
@@ -249,7 +310,7 @@ def _field_kind(ftype: Any, depth: int) -> _Kind | None:
     kind = _branch(rest[0], depth)
     if kind is None or kind.wire == "null":
         return None
-    return replace(kind, nullable=len(branches) == 2)
+    return replace(kind, nullable=len(branches) == 2, null_first=branches[0] == "null")
 
 
 def _record_kinds(record: dict[str, Any], depth: int) -> list[_Kind] | None:
@@ -522,10 +583,20 @@ def _decode_blocks(
     import numpy as np
 
     expected = np.zeros(total, np.int64)
+    sizes = []
     for col, kind in zip(wire, kinds, strict=True):
-        expected += _sizes(col, kind, None)
-    if not np.array_equal(expected, np.asarray(lengths, np.int64)):
+        sizes.append(_sizes(col, kind, None))
+        expected += sizes[-1]
+    lengths = np.asarray(lengths, np.int64)
+    if not np.array_equal(expected, lengths):
         raise ValueError("bulk Avro decode is misaligned: falling back to per-record decoding")
+    unions = [i for i, kind in enumerate(kinds) if _has_union(kind)]
+    if unions:
+        blob = np.frombuffer(b"".join(blocks), np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        for i in range(unions[-1] + 1):
+            _check_branches(wire[i], kinds[i], starts, None, blob)
+            starts = starts + sizes[i]
     arrays = [
         _convert(col, kind, t.field(i).type)
         for i, (col, kind) in enumerate(zip(wire, kinds, strict=True))

@@ -6,6 +6,7 @@ topic). Nothing else may escape: polars answers some bodies with a Rust panic.""
 from __future__ import annotations
 
 import json
+import math
 
 import pyarrow as pa
 import pytest
@@ -58,6 +59,22 @@ def mangled(draw: st.DrawFn, originals: list[bytes] = _BODIES) -> list[bytes]:
     return bodies
 
 
+def _same(bulk: pa.Array, slow: pa.Array) -> bool:
+    """Equal arrays, a NaN equal to a NaN (a flipped byte of a double can
+    make one; Arrow's equals says NaN != NaN)."""
+
+    def plain(v: object) -> object:
+        if isinstance(v, float) and math.isnan(v):
+            return "NaN"
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+
+    return bool(bulk.type == slow.type) and plain(bulk.to_pylist()) == plain(slow.to_pylist())
+
+
 @fuzz_settings(150)
 @given(mangled())
 def test_mangled_bodies_decode_as_per_record_or_raise_value_error(bodies: list[bytes]) -> None:
@@ -68,7 +85,7 @@ def test_mangled_bodies_decode_as_per_record_or_raise_value_error(bodies: list[b
     assert bulk is not None
     # accepted: then every body decodes per record, to the same values
     slow = pa.array([_DECODER.decode(b) for b in bodies], _DECODER.arrow_type)
-    assert bulk.equals(slow)
+    assert _same(bulk, slow)
 
 
 @fuzz_settings(150)
@@ -82,4 +99,4 @@ def test_mangled_map_bodies_decode_as_per_record_or_raise_value_error(bodies: li
         return
     assert bulk is not None
     slow = pa.array([_MAP_DECODER.decode(b) for b in bodies], _MAP_DECODER.arrow_type)
-    assert bulk.equals(slow)
+    assert _same(bulk, slow)

@@ -281,3 +281,49 @@ def test_a_decimal_on_a_wide_fixed_goes_to_the_per_record_path() -> None:
     bodies = avro_bodies(wide, [{"v": Decimal(i)} for i in range(100)])
     with pytest.raises(ValueError):
         avro_bulk.decode_bulk(dec, bodies)
+
+
+def test_a_union_branch_index_that_is_not_its_values_is_refused() -> None:
+    """The size check cannot see a union's branch index: -2 (0x03) or 2
+    (0x04) have the length of 1 (0x02). fastavro refuses such a body; the
+    bulk decoder must not read it as the value, at the top level, in a
+    nested record, in an array's items or in a map's values."""
+    schema = {
+        "type": "record",
+        "name": "U",
+        "fields": [
+            {"name": "a", "type": ["null", "int"]},
+            {"name": "b", "type": ["int", "null"]},  # the value branch first
+            {
+                "name": "r",
+                "type": {
+                    "type": "record",
+                    "name": "In",
+                    "fields": [{"name": "c", "type": ["null", "string"]}],
+                },
+            },
+            {"name": "xs", "type": {"type": "array", "items": ["null", "long"]}},
+            {"name": "m", "type": {"type": "map", "values": ["null", "double"]}},
+        ],
+    }
+    dec = AvroDecoder(1, json.dumps(schema))
+    values = [{"a": 1, "b": 2, "r": {"c": "z"}, "xs": [None, 3], "m": {"k": None}}] * 100
+    bodies = avro_bodies(schema, values)
+    # at 0: a=1 02 02 | 2: b=2 (branch 0) 00 04 | 4: c="z" 02 02 7a |
+    # 7: xs 04, 00, 02 06, 00 | 12: m 02, 02 6b, 00, 00 (a null value at 15)
+    assert bodies[0] == bytes.fromhex("0202000402027a040002060002026b0000")
+    assert avro_bulk.decode_bulk(dec, bodies) is not None
+    for position, byte in (
+        (0, 0x03),
+        (0, 0x04),
+        (2, 0x02),
+        (4, 0x03),
+        (9, 0x04),
+        (8, 0x01),
+        (15, 0x04),
+    ):
+        bad = bytearray(bodies[0])
+        bad[position] = byte
+        mangled = [*bodies[:50], bytes(bad), *bodies[51:]]
+        with pytest.raises(ValueError):
+            avro_bulk.decode_bulk(dec, mangled)
