@@ -10,8 +10,9 @@ their plain wire type (the container's schema drops the logical type) and
 converted in Arrow and numpy, so polars never interprets them. Polars cannot
 read maps, but a map is written exactly as an array of (string key, value)
 records: the container's schema says so, and the lists of entries it reads
-become Arrow maps. Unions of several types and named-type references take
-the per-record path.
+become Arrow maps. A reference to a named type reads as the type it names
+(the schema is expanded first). Unions of several types and recursive types
+take the per-record path.
 
 Safety: a container block does not delimit its records, so a malformed body
 could shift its neighbours without an error. After decoding, the encoded size
@@ -325,17 +326,43 @@ def _record_kinds(record: dict[str, Any], depth: int) -> list[_Kind] | None:
 
 def _field_kinds(decoder: AvroDecoder) -> list[_Kind] | None:
     """Per field of the value record, or None if it is not bulk-decodable."""
-    return _record_kinds(decoder.schema_json, 0)
+    return _record_kinds(_expanded(decoder), 0)
+
+
+def _expanded(decoder: AvroDecoder) -> dict[str, Any]:
+    """The decoder's value schema, expanded (see :func:`_expand`), once."""
+    found: dict[str, Any] | None = getattr(decoder, "_expanded_schema", None)
+    if found is None:
+        found = _expand(decoder.schema_json)
+        decoder._expanded_schema = found  # type: ignore[attr-defined]
+    return found
+
+
+def _expand(schema_json: dict[str, Any]) -> dict[str, Any]:
+    """The record schema with every reference to a named type replaced by its
+    definition (fastavro's expansion; a recursive reference stays a name, so
+    such a schema is not bulk-decodable)."""
+    import fastavro
+
+    parsed = fastavro.parse_schema(schema_json, expand=True)
+    assert isinstance(parsed, dict)  # a record schema
+    return {k: v for k, v in parsed.items() if not k.startswith("__")}
 
 
 def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
-    """The record schema with logical types replaced by their wire primitive,
-    in nested records too, and each map by the array of entry records it is
-    written as."""
-    entries = 0
+    """The (expanded) record schema with logical types replaced by their wire
+    primitive, in nested records too, and each map by the array of entry
+    records it is written as. Names do not reach the wire, and an expanded
+    schema repeats definitions, so every record and fixed gets a name of its
+    own, in a namespace of ours."""
+    named = 0
+
+    def name() -> str:
+        nonlocal named
+        named += 1
+        return f"_tidelake_wire._{named}"
 
     def strip(t: Any) -> Any:
-        nonlocal entries
         if isinstance(t, list):
             return [strip(b) for b in t]
         if not isinstance(t, dict):
@@ -343,21 +370,18 @@ def _wire_schema(schema_json: dict[str, Any]) -> dict[str, Any]:
         if t.get("type") == "enum":  # polars reads enums only as top-level fields
             return "int"
         if t.get("type") == "fixed":  # a decimal on fixed reads as the fixed
-            return {k: v for k, v in t.items() if k not in ("logicalType", "precision", "scale")}
+            return {"type": "fixed", "name": name(), "size": t["size"]}
         if t.get("logicalType") in _LOGICAL:
             return t["type"]
         if t.get("type") == "record":
-            return {**t, "fields": [{**f, "type": strip(f["type"])} for f in t["fields"]]}
+            fields = [{**f, "type": strip(f["type"])} for f in t["fields"]]
+            return {"type": "record", "name": name(), "fields": fields}
         if t.get("type") == "array":
             return {**t, "items": strip(t["items"])}
         if t.get("type") == "map":
-            entries += 1
-            # named types must be unique in a schema: the entries' records
-            # live in a namespace of ours
             entry = {
                 "type": "record",
-                "name": f"_{entries}",
-                "namespace": "_tidelake_map_entry",
+                "name": name(),
                 "fields": [
                     {"name": "key", "type": "string"},
                     {"name": "value", "type": strip(t["values"])},
@@ -554,7 +578,7 @@ def _decode_blocks(
 
     header = getattr(decoder, "_container_header", None)
     if header is None:
-        header = _header(_wire_schema(decoder.schema_json))
+        header = _header(_wire_schema(_expanded(decoder)))
         decoder._container_header = header  # type: ignore[attr-defined]
     parts = [header]
     for block, count in zip(blocks, counts, strict=True):
