@@ -25,6 +25,7 @@ from tests.integration.s3stream.conftest import moto_server
 from tests.support.cluster import TidelakeCluster, running_cluster
 
 NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +100,22 @@ def test_a_broker_that_does_not_lead_a_partition_answers_not_leader(
             {"name": "routed", "partition_data": [{"index": partition, "records": batch}]}
         ],
     }
-    with RawClient(other.bootstrap) as c:
-        resp = c.request(0, 8, request)
-    assert resp.responses[0].partition_responses[0].error_code == NOT_LEADER_OR_FOLLOWER
-    with RawClient(cluster.nodes[leader].bootstrap) as c:
-        resp = c.request(0, 8, request)
-    assert resp.responses[0].partition_responses[0].error_code == 0
+    assert _produce_once_known(other.bootstrap, request) == NOT_LEADER_OR_FOLLOWER
+    assert _produce_once_known(cluster.nodes[leader].bootstrap, request) == 0
+
+
+def _produce_once_known(bootstrap: str, request: dict[str, Any]) -> int:
+    """The partition's error code from the broker at ``bootstrap`` once it
+    knows the topic: a topic created through one broker reaches the others
+    moments later, and until then they answer UNKNOWN_TOPIC_OR_PARTITION, a
+    retriable error, as Kafka's brokers do (a client retries it)."""
+    deadline = time.monotonic() + 15
+    while True:
+        with RawClient(bootstrap) as c:
+            code = int(c.request(0, 8, request).responses[0].partition_responses[0].error_code)
+        if code != UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+            return code
+        time.sleep(0.1)
 
 
 class _Load:
