@@ -253,6 +253,8 @@ class AvroDecoder(PayloadDecoder):
                 ref_json = json.loads(ref)
                 avro_to_arrow(ref_json, named)
                 fastavro.parse_schema(ref_json, named_schemas=fa_named)
+            # the referenced schemas' named types, for the bulk decoder's expansion
+            self.reference_types: dict[str, Any] = dict(fa_named)
             self.schema_json = json.loads(text)
             self.arrow_type = avro_to_arrow(self.schema_json, named)
             self._parsed = fastavro.parse_schema(self.schema_json, named_schemas=fa_named)

@@ -326,26 +326,32 @@ def _record_kinds(record: dict[str, Any], depth: int) -> list[_Kind] | None:
 
 def _field_kinds(decoder: AvroDecoder) -> list[_Kind] | None:
     """Per field of the value record, or None if it is not bulk-decodable."""
-    return _record_kinds(_expanded(decoder), 0)
+    expanded = _expanded(decoder)
+    return None if expanded is None else _record_kinds(expanded, 0)
 
 
-def _expanded(decoder: AvroDecoder) -> dict[str, Any]:
+def _expanded(decoder: AvroDecoder) -> dict[str, Any] | None:
     """The decoder's value schema, expanded (see :func:`_expand`), once."""
-    found: dict[str, Any] | None = getattr(decoder, "_expanded_schema", None)
-    if found is None:
-        found = _expand(decoder.schema_json)
-        decoder._expanded_schema = found  # type: ignore[attr-defined]
+    if not hasattr(decoder, "_expanded_schema"):
+        decoder._expanded_schema = _expand(decoder.schema_json, decoder.reference_types)  # type: ignore[attr-defined]
+    found: dict[str, Any] | None = decoder._expanded_schema  # type: ignore[attr-defined]
     return found
 
 
-def _expand(schema_json: dict[str, Any]) -> dict[str, Any]:
-    """The record schema with every reference to a named type replaced by its
-    definition (fastavro's expansion; a recursive reference stays a name, so
-    such a schema is not bulk-decodable)."""
+def _expand(schema_json: dict[str, Any], references: dict[str, Any]) -> dict[str, Any] | None:
+    """The record schema with every reference to a named type (its own, or
+    one of the schemas it references, as the registry's references give them)
+    replaced by its definition: fastavro's expansion. A recursive reference
+    stays a name, so such a schema is not bulk-decodable; None if fastavro
+    cannot expand it."""
     import fastavro
 
-    parsed = fastavro.parse_schema(schema_json, expand=True)
-    assert isinstance(parsed, dict)  # a record schema
+    try:
+        parsed = fastavro.parse_schema(schema_json, named_schemas=dict(references), expand=True)
+    except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException):
+        return None
+    if not isinstance(parsed, dict):
+        return None
     return {k: v for k, v in parsed.items() if not k.startswith("__")}
 
 
@@ -578,7 +584,10 @@ def _decode_blocks(
 
     header = getattr(decoder, "_container_header", None)
     if header is None:
-        header = _header(_wire_schema(_expanded(decoder)))
+        expanded = _expanded(decoder)
+        if expanded is None:
+            return None
+        header = _header(_wire_schema(expanded))
         decoder._container_header = header  # type: ignore[attr-defined]
     parts = [header]
     for block, count in zip(blocks, counts, strict=True):

@@ -4,9 +4,12 @@ the per-record decoder, and the per-record path for bodies it cannot prove."""
 from __future__ import annotations
 
 import datetime
+import io
 import json
 from decimal import Decimal
 
+import fastavro
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -389,4 +392,41 @@ def test_a_recursive_type_is_not_bulk_decodable() -> None:
         "name": "Node",
         "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
     }
-    assert avro_bulk._record_kinds(avro_bulk._expand(node), 0) is None
+    expanded = avro_bulk._expand(node, {})
+    assert expanded is not None
+    assert avro_bulk._record_kinds(expanded, 0) is None
+
+
+def test_types_from_referenced_schemas_are_expanded_too() -> None:
+    """A schema registered with references (Confluent's schema references)
+    names types defined in other schemas: they expand from the references,
+    and the batch takes the bulk path with the per-record decoder's values."""
+    address = {**_ADDRESS, "namespace": "shop"}
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop",
+        "fields": [
+            {"name": "ship", "type": "shop.Address"},
+            {"name": "bill", "type": ["null", "Address"]},
+            {"name": "kinds", "type": {"type": "map", "values": "shop.Kind"}},
+        ],
+    }
+    dec = AvroDecoder(1, json.dumps(customer), references=[json.dumps(address)])
+    home = {"city": "Utrecht", "kind": "HOME", "zip": b"3511"}
+    values = [
+        {"ship": home, "bill": None if i % 2 else {**home, "kind": "WORK"}, "kinds": {"a": "WORK"}}
+        for i in range(100)
+    ]
+    named: dict[str, object] = {}
+    fastavro.parse_schema(address, named_schemas=named)
+    parsed = fastavro.parse_schema(customer, named_schemas=named)
+    bodies = []
+    for v in values:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, v)
+        bodies.append(buf.getvalue())
+    bulk = avro_bulk.decode_bulk(dec, bodies)
+    assert bulk is not None  # the bulk path, not the fallback
+    assert bulk.equals(pa.array([dec.decode(b) for b in bodies], dec.arrow_type))
+    assert bulk[1].as_py()["bill"] is None and bulk[0].as_py()["bill"]["kind"] == "WORK"
