@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.broker_bench import _create_topic  # noqa: E402
 from ingest.protocol.codec import decode_response, encode_request  # noqa: E402
 from ingest.protocol.records import BATCH_HEADER_SIZE, build_batch  # noqa: E402
+from tests.integration.broker.rawkafka import RawClient  # noqa: E402
 from tests.support.platform import TidelakeProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -86,27 +87,15 @@ def frames(count: int, records: int, size: int) -> list[bytes]:
     return [encode_request(0, 9, i, "rtt-bench", request) for i in range(count)]
 
 
-def _read_exactly(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        got = s.recv(n - len(out))
-        if not got:
-            raise ConnectionError("the broker closed the connection")
-        out += got
-    return bytes(out)
-
-
 def round_trips(bootstrap: str, requests: list[bytes]) -> dict[str, float]:
     """Send each request once its predecessor's response came back; ms quantiles."""
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        times = []
+    times = []
+    with RawClient(bootstrap, timeout=30) as c:
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for frame in requests:
             started = time.perf_counter()
-            s.sendall(frame)
-            size = struct.unpack(">i", _read_exactly(s, 4))[0]
-            body = _read_exactly(s, size)
+            c.send_raw(frame)
+            body = c.recv_frame()
             times.append((time.perf_counter() - started) * 1000)
             correlation_id, response = decode_response(0, 9, body)
             if correlation_id != struct.unpack(">i", frame[8:12])[0]:

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 
 import fastavro
 import pyarrow as pa
 
 
-def avro_bodies(schema: dict[str, object], values: list[dict[str, object]]) -> list[bytes]:
-    parsed = fastavro.parse_schema(schema)
+def avro_bodies(
+    schema: dict[str, object],
+    values: list[dict[str, object]],
+    references: Sequence[dict[str, object]] = (),
+) -> list[bytes]:
+    """Schemaless bodies of ``values``; ``references``: schemas whose named
+    types ``schema`` uses, dependencies first."""
+    named: dict[str, object] = {}
+    for ref in references:
+        fastavro.parse_schema(ref, named_schemas=named)
+    parsed = fastavro.parse_schema(schema, named_schemas=named)
     bodies = []
     for v in values:
         buf = io.BytesIO()

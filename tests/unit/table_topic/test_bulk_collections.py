@@ -4,11 +4,9 @@ the per-record decoder, and the per-record path for bodies it cannot prove."""
 from __future__ import annotations
 
 import datetime
-import io
 import json
 from decimal import Decimal
 
-import fastavro
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -418,14 +416,7 @@ def test_types_from_referenced_schemas_are_expanded_too() -> None:
         {"ship": home, "bill": None if i % 2 else {**home, "kind": "WORK"}, "kinds": {"a": "WORK"}}
         for i in range(100)
     ]
-    named: dict[str, object] = {}
-    fastavro.parse_schema(address, named_schemas=named)
-    parsed = fastavro.parse_schema(customer, named_schemas=named)
-    bodies = []
-    for v in values:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, v)
-        bodies.append(buf.getvalue())
+    bodies = avro_bodies(customer, values, references=[address])
     bulk = avro_bulk.decode_bulk(dec, bodies)
     assert bulk is not None  # the bulk path, not the fallback
     assert bulk.equals(pa.array([dec.decode(b) for b in bodies], dec.arrow_type))
