@@ -227,10 +227,24 @@ class ClusterStore(Protocol):
         :class:`ControllerFencedError` if ``controller_epoch`` is not the
         current controller epoch (nothing applied)."""
 
-    def hand_over(self, topic: str, partition: int, expected_epoch: int, leader: int) -> bool:
+    def hand_over(
+        self,
+        topic: str,
+        partition: int,
+        expected_epoch: int,
+        leader: int,
+        *,
+        carried: int | None = None,
+    ) -> bool:
         """The current leader passes leadership on (to its ``target``, after
         flushing): compare-and-set on the epoch, no controller epoch needed.
-        ``False`` if the epoch moved on."""
+        ``False`` if the epoch moved on. ``carried`` is the target this
+        hand-over carries out, as read with the epoch (a cancellation hands
+        over to the leader itself and carries the target it cancels). The
+        stored target is cleared if it is ``leader`` or ``carried``; a newer
+        one, asked for while the hand-over was under way (an operator's
+        reassignment racing a balancing move), stays for the new leader to
+        hand over to in turn: the latest request wins."""
 
     def request_move(self, topic: str, partition: int, target: int) -> PartitionAssignment:
         """Ask the partition's leader to hand over to ``target`` (a reassignment);

@@ -225,7 +225,9 @@ class ClusterMember:
         a = next((x for x in fresh if (x.topic, x.partition) == (topic, partition)), None)
         if a is None or a.target is None or a.target == a.leader:
             return False
-        return await self._call(self._store.hand_over, topic, partition, a.leader_epoch, a.leader)
+        return await asyncio.to_thread(
+            self._store.hand_over, topic, partition, a.leader_epoch, a.leader, carried=a.target
+        )
 
     # --- life cycle -------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: object) -> T:
@@ -561,8 +563,13 @@ class ClusterMember:
                 log.exception("cannot hand %s-%d over; keeping it", a.topic, a.partition)
                 await self._lead(a)
                 return
-            moved = await self._call(
-                self._store.hand_over, a.topic, a.partition, a.leader_epoch, a.target
+            moved = await asyncio.to_thread(
+                self._store.hand_over,
+                a.topic,
+                a.partition,
+                a.leader_epoch,
+                a.target,
+                carried=a.target,
             )
             if moved:
                 self._assignments[key] = self._handed[key] = PartitionAssignment(

@@ -256,29 +256,47 @@ class MemoryClusterStore:
                     f"{'none' if held is None else held.epoch})"
                 )
             applied = sum(
-                self._move(m.topic, m.partition, m.expected_epoch, m.leader) for m in moves
+                self._move(m.topic, m.partition, m.expected_epoch, m.leader, None) for m in moves
             )
             if applied:
                 st.bump()
             return applied
 
-    def hand_over(self, topic: str, partition: int, expected_epoch: int, leader: int) -> bool:
+    def hand_over(
+        self,
+        topic: str,
+        partition: int,
+        expected_epoch: int,
+        leader: int,
+        *,
+        carried: int | None = None,
+    ) -> bool:
         st = self._state
         with st.changed:
             self._check_open()
-            moved = self._move(topic, partition, expected_epoch, leader)
+            moved = self._move(topic, partition, expected_epoch, leader, (leader, carried))
             if moved:
                 st.bump()
             return moved
 
-    def _move(self, topic: str, partition: int, expected_epoch: int, leader: int) -> bool:
-        """Compare-and-set one partition's leader (call with the lock held)."""
+    def _move(
+        self,
+        topic: str,
+        partition: int,
+        expected_epoch: int,
+        leader: int,
+        cleared: tuple[int, int | None] | None,
+    ) -> bool:
+        """Compare-and-set one partition's leader (call with the lock held);
+        the pending target is cleared, or with ``cleared`` only if it is one
+        of those (see :meth:`hand_over`)."""
         assignments = self._state.assignments
         cur = assignments.get((topic, partition))
         if cur is None or cur.leader_epoch != expected_epoch:
             return False
+        target = None if cleared is None or cur.target in cleared else cur.target
         assignments[(topic, partition)] = PartitionAssignment(
-            topic, partition, leader, expected_epoch + 1, None
+            topic, partition, leader, expected_epoch + 1, target
         )
         return True
 

@@ -146,6 +146,7 @@ def _bump(cur: Any) -> None:
 
 
 def _move(cur: Any, topic: str, partition: int, expected_epoch: int, leader: int) -> bool:
+    """Compare-and-set the leader, clearing any pending target (a controller's move)."""
     cur.execute(
         "UPDATE cluster_assignments SET leader = %s, leader_epoch = leader_epoch + 1, "
         "target = NULL WHERE topic = %s AND partition = %s AND leader_epoch = %s",
@@ -481,9 +482,23 @@ class PostgresClusterStore:
 
         return self._transact(tx)
 
-    def hand_over(self, topic: str, partition: int, expected_epoch: int, leader: int) -> bool:
+    def hand_over(
+        self,
+        topic: str,
+        partition: int,
+        expected_epoch: int,
+        leader: int,
+        *,
+        carried: int | None = None,
+    ) -> bool:
         def tx(cur: Any) -> bool:
-            moved = _move(cur, topic, partition, expected_epoch, leader)
+            cur.execute(
+                "UPDATE cluster_assignments SET leader = %s, leader_epoch = leader_epoch + 1, "
+                "target = CASE WHEN target = %s OR target = %s THEN NULL ELSE target END "
+                "WHERE topic = %s AND partition = %s AND leader_epoch = %s",
+                (leader, leader, carried, topic, partition, expected_epoch),
+            )
+            moved = bool(cur.rowcount == 1)
             if moved:
                 _bump(cur)
             return moved

@@ -277,7 +277,9 @@ def test_a_table_topic_converts_every_record_once_while_partitions_move(
             _reassign(nodes.nodes[1].bootstrap, topic, partition, target)
             deadline = time.monotonic() + 30
             while _leaders(admin, topic).get(partition) != target:
-                assert time.monotonic() < deadline, f"{topic}-{partition} did not move to {target}"
+                assert time.monotonic() < deadline, (
+                    f"{topic}-{partition} did not move to {target}\n{_logs(nodes)}"
+                )
                 time.sleep(0.1)
             moves += 1
             time.sleep(0.7)  # between moves, commits land on both sides

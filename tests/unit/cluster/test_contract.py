@@ -425,6 +425,26 @@ def test_request_move_sets_the_target_and_a_change_of_leader_clears_it(
         s.request_move("nope", 0, 2)
 
 
+def test_a_target_asked_for_during_a_hand_over_survives_it(cluster: Cluster) -> None:
+    """A balancing move to node 3 is under way (its leader flushed and reads
+    epoch 0) when an operator asks for node 2: the hand-over to 3 lands, and
+    the operator's target stays for node 3 to hand over to in turn."""
+    s = cluster.store
+    s.assign_new("t", [1, 1])
+    s.request_move("t", 0, 3)
+    s.request_move("t", 0, 2)  # the operator's, while node 1 hands over to 3
+    assert s.hand_over("t", 0, 0, 3, carried=3)
+    assert _by_key(s)[("t", 0)] == PartitionAssignment("t", 0, 3, 1, 2)
+    assert s.hand_over("t", 0, 1, 2, carried=2)
+    assert _by_key(s)[("t", 0)] == PartitionAssignment("t", 0, 2, 2, None)
+    # a cancellation hands over to the leader itself and clears the target it carries
+    s.request_move("t", 1, 3)
+    assert s.hand_over("t", 1, 0, 1, carried=3)
+    assert _by_key(s)[("t", 1)] == PartitionAssignment("t", 1, 1, 1, None)
+    # the hand-over to 3 read epoch 0: it loses to the cancellation
+    assert s.hand_over("t", 1, 0, 3, carried=3) is False
+
+
 # --- change tracking ------------------------------------------------------------------------
 def test_version_grows_with_every_change(cluster: Cluster) -> None:
     s = cluster.store
