@@ -12,6 +12,8 @@ producer sends at 20 MB/s) and times each response, against:
 - ``tidelake serve`` with its data directory on tmpfs (``/dev/shm``): the
   same work with an fdatasync that costs nothing, so the gap between the two
   rows is the disk's share, and this row is the broker's own;
+- ``tidelake serve`` on disk with the file WAL's Python writer thread
+  (``storage.wal_writer = "python"``) instead of the C one, the default;
 - the mock broker, run in a second process (``--serve-mock``) so that it
   pays the same cross-process wake-ups: what the client and the loopback
   cost.
@@ -137,8 +139,9 @@ def serve_mock() -> None:
     sys.stdin.read()
 
 
-def _tidelake(data: Path, requests: list[bytes]) -> dict[str, float]:
-    proc = TidelakeProcess(data, env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
+def _tidelake(data: Path, requests: list[bytes], writer: str) -> dict[str, float]:
+    env = {"TIDELAKE_LOG_LEVEL": "WARNING", "TIDELAKE_STORAGE_WAL_WRITER": writer}
+    proc = TidelakeProcess(data, env=env).start()
     try:
         _create_topic(proc.bootstrap, _TOPIC, _PARTITIONS)
         round_trips(proc.bootstrap, requests[:300])  # warm up
@@ -168,7 +171,7 @@ def main() -> int:
     )
     assert mock.stdout is not None and mock.stdin is not None
     mock_address = mock.stdout.readline().strip()
-    sides = ("disk", "tmpfs", "mock")
+    sides = ("disk", "disk-python-writer", "tmpfs", "mock")
     rounds: list[dict[str, object]] = []
     try:
         for r in range(args.rounds):
@@ -179,8 +182,9 @@ def main() -> int:
                     row[side] = round_trips(mock_address, requests)
                     continue
                 base = "/dev/shm" if side == "tmpfs" else None
+                writer = "python" if side == "disk-python-writer" else "c"
                 with tempfile.TemporaryDirectory(dir=base) as tmp:
-                    row[side] = _tidelake(Path(tmp) / "data", requests)
+                    row[side] = _tidelake(Path(tmp) / "data", requests, writer)
             rounds.append(row)
             print(
                 f"round {r}: " + ", ".join(f"{s} p50 {row[s]['p50_ms']:.3f} ms" for s in sides),  # type: ignore[index]
@@ -197,11 +201,16 @@ def main() -> int:
         for side in sides
     }
     print(f"\none Produce in flight ({args.requests} requests, medians of {args.rounds} rounds)")
-    print(f"{'':24s}{'p50 ms':>10s}{'p90 ms':>10s}{'p99 ms':>10s}")
-    names = {"disk": "tidelake, disk", "tmpfs": "tidelake, tmpfs", "mock": "mock broker"}
+    print(f"{'':34s}{'p50 ms':>10s}{'p90 ms':>10s}{'p99 ms':>10s}")
+    names = {
+        "disk": "tidelake, disk",
+        "disk-python-writer": "tidelake, disk, Python WAL writer",
+        "tmpfs": "tidelake, tmpfs",
+        "mock": "mock broker",
+    }
     for side in sides:
         m = medians[side]
-        print(f"{names[side]:24s}{m['p50_ms']:>10.3f}{m['p90_ms']:>10.3f}{m['p99_ms']:>10.3f}")
+        print(f"{names[side]:34s}{m['p50_ms']:>10.3f}{m['p90_ms']:>10.3f}{m['p99_ms']:>10.3f}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "produce_rtt.json"
     result = {

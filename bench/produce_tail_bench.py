@@ -3,8 +3,10 @@ own stage histograms and what else held the machine's CPUs (issue #18).
 
 Each round drives ``tidelake serve`` (fsync'd file WAL on the data directory's
 disk) at a fixed rate with the produce_peer_bench settings (1 KiB, acks=all,
-lz4, idempotent, linger 1 ms, 4 partitions), then librdkafka's in-memory mock
-broker with the same producer, alternating which goes first. Around each
+lz4, idempotent, linger 1 ms, 4 partitions), a second ``tidelake serve`` whose
+file WAL commits on the Python writer thread (``storage.wal_writer =
+"python"``) rather than the C one, and librdkafka's in-memory mock broker with
+the same producer, rotating which goes first. Around each
 Tidelake run it scrapes ``/metrics`` and reads the deltas of:
 
 - ``tidelake_kafka_request_seconds{api="produce"}``: frame decoded to response;
@@ -138,33 +140,42 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     args = ap.parse_args()
     rounds: list[dict[str, object]] = []
+    sides = ("tidelake", "tidelake_python_writer", "mock")
     with tempfile.TemporaryDirectory() as tmp:
-        proc = TidelakeProcess(Path(tmp) / "data", env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
+        procs = {
+            side: TidelakeProcess(
+                Path(tmp) / side,
+                env={"TIDELAKE_LOG_LEVEL": "WARNING", "TIDELAKE_STORAGE_WAL_WRITER": writer},
+            ).start()
+            for side, writer in (("tidelake", "c"), ("tidelake_python_writer", "python"))
+        }
         try:
             for r in range(args.rounds):
                 topic = f"tail-{r}"
-                _create_topic(proc.bootstrap, topic, 4)
+                for proc in procs.values():
+                    _create_topic(proc.bootstrap, topic, 4)
                 row: dict[str, object] = {"round": r, "load_before": os.getloadavg()[0]}
-                order = ("tidelake", "mock") if r % 2 == 0 else ("mock", "tidelake")
-                for side in order:
-                    if side == "tidelake":
-                        row["tidelake"] = _tidelake_round(proc, topic, args)
+                for side in sides[r % 3 :] + sides[: r % 3]:
+                    if side in procs:
+                        row[side] = _tidelake_round(procs[side], topic, args)
                     else:
                         row["mock"] = produce_latency(
                             "127.0.0.1:1", topic, args.rate_mb, args.seconds, args.size, _MOCK
                         )
                 rounds.append(row)
-                t, m = row["tidelake"], row["mock"]
-                assert isinstance(t, dict) and isinstance(m, dict)
+                t, py, m = row["tidelake"], row["tidelake_python_writer"], row["mock"]
+                assert isinstance(t, dict) and isinstance(py, dict) and isinstance(m, dict)
                 print(
                     f"round {r}: tidelake p99 {t['client']['p99_ms']:.2f} ms "
                     f"(request p99 <= {t['request']['p99_le_ms']:g}, loop lag p99 <= "
-                    f"{t['loop_lag']['p99_le_ms']:g}) | mock p99 {m['p99_ms']:.2f} ms | "
+                    f"{t['loop_lag']['p99_le_ms']:g}) | Python WAL writer p99 "
+                    f"{py['client']['p99_ms']:.2f} ms | mock p99 {m['p99_ms']:.2f} ms | "
                     f"kdamond {t['kdamond_ms_per_s']:.1f} ms/s",
                     flush=True,
                 )
         finally:
-            proc.stop()
+            for proc in procs.values():
+                proc.stop()
 
     def med(*path: str) -> float:
         values = []
@@ -180,6 +191,8 @@ def main() -> int:
     summary: dict[str, float] = {
         "tidelake_p50_ms": med("tidelake", "client", "p50_ms"),
         "tidelake_p99_ms": med("tidelake", "client", "p99_ms"),
+        "python_writer_p50_ms": med("tidelake_python_writer", "client", "p50_ms"),
+        "python_writer_p99_ms": med("tidelake_python_writer", "client", "p99_ms"),
         "mock_p50_ms": med("mock", "p50_ms"),
         "mock_p99_ms": med("mock", "p99_ms"),
         "broker_cores": med("tidelake", "broker_cores"),
@@ -189,6 +202,7 @@ def main() -> int:
     for stage in _STAGES:
         for q in ("p50_le_ms", "p99_le_ms", "p999_le_ms"):
             summary[f"{stage}_{q}"] = med("tidelake", stage, q)
+            summary[f"python_writer_{stage}_{q}"] = med("tidelake_python_writer", stage, q)
     result = {
         "benchmark": "produce_tail",
         "machine_cores": os.cpu_count(),
@@ -201,6 +215,7 @@ def main() -> int:
     print()
     print(f"medians of {args.rounds} rounds at {args.rate_mb:g} MB/s        p50 ms    p99 ms  p99.9 ms")
     print(f"client, tidelake                      {summary['tidelake_p50_ms']:>8.2f}  {summary['tidelake_p99_ms']:>8.2f}")
+    print(f"client, tidelake, Python WAL writer   {summary['python_writer_p50_ms']:>8.2f}  {summary['python_writer_p99_ms']:>8.2f}")
     print(f"client, mock broker                   {summary['mock_p50_ms']:>8.2f}  {summary['mock_p99_ms']:>8.2f}")
     names = {
         "request": "broker: produce request (<=)",
@@ -208,11 +223,14 @@ def main() -> int:
         "wal_sync": "broker: WAL writev+fdatasync (<=)",
         "loop_lag": "broker: event loop lag (<=)",
     }
-    for stage, label in names.items():
-        print(
-            f"{label:<37} {summary[f'{stage}_p50_le_ms']:>8g}  {summary[f'{stage}_p99_le_ms']:>8g}"
-            f"  {summary[f'{stage}_p999_le_ms']:>8g}"
-        )
+    for prefix, side in (("", "C WAL writer"), ("python_writer_", "Python WAL writer")):
+        print(f"{side}:")
+        for stage, label in names.items():
+            print(
+                f"  {label:<35} {summary[f'{prefix}{stage}_p50_le_ms']:>8g}"
+                f"  {summary[f'{prefix}{stage}_p99_le_ms']:>8g}"
+                f"  {summary[f'{prefix}{stage}_p999_le_ms']:>8g}"
+            )
     print(
         f"CPU: broker {summary['broker_cores']:.2f} cores, producing process "
         f"{summary['client_cores']:.2f} cores, kdamond {summary['kdamond_ms_per_s']:.1f} ms/s"

@@ -40,11 +40,11 @@ install_python() {
   local stamp="$VENV/.tidelake-installed"
   local want
   # the C sources too: an editable install builds them once, so a changed one must reinstall
-  want=$(cat pyproject.toml scripts/dev.sh ingest/protocol/*.c | sha256sum | cut -d' ' -f1)
+  want=$(cat pyproject.toml scripts/dev.sh ingest/protocol/*.c ingest/s3stream/wal/*.c | sha256sum | cut -d' ' -f1)
   # and the C module must be built in this checkout (a fresh clone next to an
   # existing venv has the stamp but not the module)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
-    "$VENV/bin/python" -c "import ingest.protocol._recordscan" 2>/dev/null; then
+    "$VENV/bin/python" -c "import ingest.protocol._recordscan, ingest.s3stream.wal._groupcommit" 2>/dev/null; then
     return
   fi
   log "installing Python packages into $VENV"

@@ -52,6 +52,9 @@ class S3StreamConfig(BaseModel):
     wal_recycled_segments: int = Field(default=2, ge=0)
     """File WAL: trimmed segments kept to be overwritten as new ones rather than
     deleted (a delete's journal commit stalls concurrent fsyncs); 0 deletes them."""
+    wal_writer: Literal["c", "python"] = "c"
+    """File WAL: the group-commit writer thread, the C one that never takes the
+    GIL (the default) or the Python one (for comparison; the same on disk)."""
     upload_size_bytes: int = Field(default=8 * _MIB, ge=1)
     """Upload a stream set object once this many un-uploaded bytes are durable."""
     upload_interval_ms: int = Field(default=2000, ge=1)

@@ -47,4 +47,5 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         config.wal_dir,
         segment_bytes=config.wal_segment_bytes,
         recycled_segments=config.wal_recycled_segments,
+        native=config.wal_writer == "c",
     )

@@ -10,9 +10,13 @@ Positions are logical byte offsets over the whole log; a segment file is
 named by the position of its first record (``00000000000000000000.wal``).
 
 Group commit: ``append`` only queues the record. One writer thread takes
-everything queued, writes it with ``os.writev`` and calls ``fdatasync`` once,
-then resolves the appends' futures on the event loop. Appends that arrive
-while a write+fsync is in flight go into the next one.
+everything queued, writes it with ``writev`` and calls ``fdatasync`` once,
+then the appends' futures resolve on the event loop. Appends that arrive
+while a write+fsync is in flight go into the next one. The writer thread is
+the C one of :mod:`~ingest.s3stream.wal._groupcommit` where it is built
+(it never takes the GIL, so it never waits for the loop thread's Python, nor
+the loop for it; it tells the loop through an eventfd), else a Python thread
+that does the same (``native=False`` chooses it; the tests run both).
 
 Recycled segments: trim renames a segment it no longer needs to a spare
 (``*.free``, up to ``recycled_segments`` of them) instead of deleting it, and
@@ -36,9 +40,12 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ingest.errors import StorageError
 from ingest.s3stream.latency import LatencyHistogram
@@ -46,9 +53,20 @@ from ingest.s3stream.wal.api import WalAppend, WalRecord
 from ingest.s3stream.wal.codec import HEADER, RECORD_HEADER_SIZE, scan_records
 from ingest.s3stream.wal.codec import encode_header as _encode_header
 
-__all__ = ["FileWriteAheadLog", "RECORD_HEADER_SIZE"]
+__all__ = ["FileWriteAheadLog", "RECORD_HEADER_SIZE", "NATIVE"]
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from ingest.s3stream.wal._groupcommit import GroupCommit
+
+_native: ModuleType | None
+try:
+    from ingest.s3stream.wal import _groupcommit as _native
+except ImportError:  # not built: the Python writer thread
+    _native = None
+
+NATIVE = _native is not None
 
 _HEADER = HEADER
 _SUFFIX = ".wal"
@@ -77,6 +95,7 @@ class FileWriteAheadLog:
     spans segments; a record larger than it gets a segment of its own).
     ``recycled_segments`` trimmed segments are kept as spares for new ones
     (0 deletes them at once); they cost up to that many segments of disk.
+    ``native`` picks the C writer thread (``None``: wherever it is built).
     """
 
     def __init__(
@@ -85,7 +104,11 @@ class FileWriteAheadLog:
         *,
         segment_bytes: int = 64 * 1024 * 1024,
         recycled_segments: int = 2,
+        native: bool | None = None,
     ) -> None:
+        if native and _native is None:
+            raise StorageError("the C WAL writer (ingest.s3stream.wal._groupcommit) is not built")
+        self._use_native = NATIVE if native is None else native
         self._dir = Path(directory)
         self._dir.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes
@@ -104,9 +127,13 @@ class FileWriteAheadLog:
         self._pending: list[_Pending] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._fd = -1
+        self._fd = -1  # the active segment (native: the last one handed to the writer)
         self._fd_start = -1
-        self.syncs = 0  # fdatasync calls issued by the writer (group commits)
+        self._writer: GroupCommit | None = None  # the C writer
+        self._dir_fd = -1
+        self._waiting: deque[asyncio.Future[None]] = deque()  # native: in append order
+        self._finished = 0  # native: records the C writer reported finished
+        self._syncs = 0  # fdatasync calls issued by the Python writer (group commits)
         # per group commit: from the writer taking the queue to its fdatasync
         # returning (writev, segment roll and fdatasync)
         self.sync_latency = LatencyHistogram()
@@ -119,6 +146,16 @@ class FileWriteAheadLog:
     @property
     def next_position(self) -> int:
         return self._next_position
+
+    @property
+    def native(self) -> bool:
+        """Whether the C writer thread commits the groups."""
+        return self._use_native
+
+    @property
+    def syncs(self) -> int:
+        """Group commits (fdatasync calls) so far."""
+        return int(self._writer.syncs) if self._writer is not None else self._syncs
 
     # --- recovery --------------------------------------------------------------
     def _list_segments(self) -> list[int]:
@@ -269,6 +306,12 @@ class FileWriteAheadLog:
             self._segments.append(self._active_start)
         await asyncio.to_thread(self._open_segment, self._active_start)
         self._started = True
+        if self._use_native:
+            assert _native is not None
+            self._dir_fd = os.open(self._dir, os.O_RDONLY)
+            self._writer = _native.GroupCommit(self._fd, self._dir_fd)
+            self._loop.add_reader(self._writer.eventfd, self._on_completed)
+            return
         self._thread = threading.Thread(
             target=self._run, name=f"wal-writer:{self._dir}", daemon=True
         )
@@ -293,26 +336,57 @@ class FileWriteAheadLog:
         position = self._next_position
         # first, as it can fail: a position taken by no record would be a hole
         header = _encode_header(stream_id, base_offset, count, payload, position)
-        new_segment = False
-        if (
+        new_segment = (
             position > self._active_start
             and position - self._active_start + size > self._segment_bytes
-        ):
+        )
+        new_fd = -1
+        if new_segment and self._writer is not None:
+            try:  # a rename or an open: the C writer syncs the directory
+                new_fd = self._segment_fd(position)
+            except OSError as e:
+                raise StorageError(f"cannot open a new WAL segment: {e}") from e
+        if new_segment:
             self._active_start = position
             self._segments.append(position)
-            new_segment = True
         self._next_position = position + size
         future: asyncio.Future[None] = self._loop.create_future()
+        if self._writer is not None:
+            self._writer.submit(header, payload, new_fd)
+            self._waiting.append(future)
+            if new_fd >= 0:
+                self._fd, self._fd_start = new_fd, position
+            return WalAppend(position, position + size, future)
         with self._cond:
             self._pending.append(_Pending(position, new_segment, header, payload, future))
             if len(self._pending) == 1:
                 self._cond.notify()
         return WalAppend(position, position + size, future)
 
-    def _open_segment(self, start: int) -> None:
-        """Open the segment starting at ``start`` for appends: an existing one
-        at its end, else a spare renamed to it (written from its first byte),
-        else a new file."""
+    def _on_completed(self) -> None:
+        """The C writer finished records: resolve their futures in order."""
+        assert self._writer is not None
+        done, good, errno, seconds = self._writer.completed()
+        for took in seconds:
+            self.sync_latency.observe(took)
+        if errno and self._failed is None:
+            self._failed = OSError(errno, os.strerror(errno))
+            log.error("WAL write failed: %s", self._failed)
+        waiting = self._waiting
+        for i in range(self._finished, done):
+            f = waiting.popleft()
+            if f.done():
+                continue
+            if i < good:
+                f.set_result(None)
+            else:
+                f.set_exception(StorageError(f"WAL write failed: {self._failed}"))
+        self._finished = done
+
+    def _segment_fd(self, start: int) -> int:
+        """An fd to append to the segment starting at ``start``: an existing
+        one at its end, else a spare renamed to it (written from its first
+        byte), else a new file. The directory is not synced here."""
         path = self._dir / _segment_name(start)
         spare: Path | None = None
         if not path.exists():
@@ -320,10 +394,15 @@ class FileWriteAheadLog:
                 spare = self._spares.pop(0) if self._spares else None
         if spare is not None:
             spare.rename(path)
-            fd = os.open(path, os.O_WRONLY)
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            os.lseek(fd, 0, os.SEEK_END)
+            return os.open(path, os.O_WRONLY)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.lseek(fd, 0, os.SEEK_END)
+        return fd
+
+    def _open_segment(self, start: int) -> None:
+        """Make the segment starting at ``start`` the active one (see
+        :meth:`_segment_fd`), its name durable."""
+        fd = self._segment_fd(start)
         if self._fd >= 0:
             os.close(self._fd)
         self._fd = fd
@@ -367,7 +446,7 @@ class FileWriteAheadLog:
         if buffers:
             self._writev_all(buffers)
         os.fdatasync(self._fd)
-        self.syncs += 1
+        self._syncs += 1
 
     def _run(self) -> None:
         loop = self._loop
@@ -415,6 +494,14 @@ class FileWriteAheadLog:
         with self._cond:
             self._closing = True
             self._cond.notify()
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.close)
+            assert self._loop is not None
+            self._loop.remove_reader(self._writer.eventfd)
+            self._on_completed()
+            self._fd = self._writer.fd
+            os.close(self._dir_fd)
+            self._dir_fd = -1
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
             # Resolve callbacks scheduled by the writer's last batch.

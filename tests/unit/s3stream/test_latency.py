@@ -27,9 +27,10 @@ def test_bounds_must_ascend() -> None:
         LatencyHistogram(())
 
 
-def test_the_file_wal_times_each_group_commit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["c-writer", "python-writer"])
+def test_the_file_wal_times_each_group_commit(tmp_path: Path, native: bool) -> None:
     async def run() -> FileWriteAheadLog:
-        wal = FileWriteAheadLog(tmp_path / "wal")
+        wal = FileWriteAheadLog(tmp_path / "wal", native=native)
         await wal.start()
         try:
             for i in range(3):

@@ -10,8 +10,19 @@ import pytest
 
 from ingest.errors import StorageError
 from ingest.s3stream.wal import FileWriteAheadLog, WalRecord
+from ingest.s3stream.wal import file as file_wal
 from ingest.s3stream.wal.codec import encode_header, scan_records
 from ingest.s3stream.wal.file import RECORD_HEADER_SIZE
+
+
+@pytest.fixture(autouse=True, params=["c-writer", "python-writer"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on both group-commit writer threads (the C one is built
+    with the package: its absence is a failure, not a skip)."""
+    native = request.param == "c-writer"
+    assert file_wal.NATIVE or not native, "ingest.s3stream.wal._groupcommit is not built"
+    monkeypatch.setattr(file_wal, "NATIVE", native)
+    return str(request.param)
 
 
 async def _recover(wal: FileWriteAheadLog) -> list[WalRecord]:
@@ -154,6 +165,45 @@ async def test_close_flushes_queued_appends(tmp_path: Path) -> None:
     await wal.close()
     assert all(h.done.done() and h.done.exception() is None for h in hs)
     assert len(await _recover(FileWriteAheadLog(tmp_path))) == 100
+
+
+async def test_a_failed_write_fails_its_records_and_every_append_after(
+    tmp_path: Path, writer: str
+) -> None:
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    assert wal.native == (writer == "c-writer")
+    await wal.append(1, 0, 1, b"ok").done
+    # the active segment's descriptor now refuses writes (as a failing disk would)
+    readonly = os.open(tmp_path / "LOCK", os.O_RDONLY)
+    os.dup2(readonly, wal._fd)
+    os.close(readonly)
+    failed = [wal.append(1, 1 + i, 1, b"lost") for i in range(3)]
+    for h in failed:
+        with pytest.raises(StorageError, match="WAL write failed"):
+            await h.done
+    with pytest.raises(StorageError, match="failed earlier"):
+        wal.append(1, 9, 1, b"refused")
+    await wal.close()
+    assert [r.base_offset for r in await _recover(FileWriteAheadLog(tmp_path))] == [0]
+
+
+async def test_payload_buffers_are_written_as_they_were_appended(tmp_path: Path) -> None:
+    """The writer holds the appended buffers, not copies: what it writes is
+    what each append passed, memoryviews of one shared buffer included."""
+    wal = FileWriteAheadLog(tmp_path, segment_bytes=1 << 16)
+    await wal.start()
+    shared = bytearray(os.urandom(50_000))
+    hs = [wal.append(1, i, 1, memoryview(shared)[i * 1000 : i * 1000 + 900]) for i in range(50)]
+    hs += [wal.append(2, i, 1, bytes([i]) * (i * 37)) for i in range(1, 200)]
+    await asyncio.gather(*(h.done for h in hs))
+    await wal.close()
+    recs = await _recover(FileWriteAheadLog(tmp_path))
+    assert [bytes(r.payload) for r in recs[:50]] == [
+        bytes(shared[i * 1000 : i * 1000 + 900]) for i in range(50)
+    ]
+    assert [bytes(r.payload) for r in recs[50:]] == [bytes([i]) * (i * 37) for i in range(1, 200)]
+    assert len(_segments(tmp_path)) > 1
 
 
 async def test_a_second_wal_on_the_same_directory_is_refused(tmp_path: Path) -> None:

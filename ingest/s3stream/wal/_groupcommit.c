@@ -1,0 +1,457 @@
+/*
+ * The file WAL's group commit, on a writer thread that never takes the GIL.
+ *
+ * Why C: the Python writer thread needs the GIL twice per group commit, to
+ * take the queue after it wakes and to hand the outcome back to the event
+ * loop. Whenever the loop thread is running Python (another request), the
+ * writer waits for it: measured on the paced 20 MB/s produce run, the queue
+ * wait's p99 was 0.7-1.2 ms and the hand-back's 0.4 ms (4-6 ms under full
+ * load), against 0.17-0.19 ms for the writev + fdatasync itself. This thread
+ * only touches memory the loop handed it under a mutex, and tells the loop
+ * through an eventfd that the loop watches with add_reader.
+ *
+ * Protocol (all methods run on the loop thread, holding the GIL):
+ *   w = GroupCommit(fd, dir_fd)   takes the active segment's fd and the WAL
+ *                                 directory's fd (both stay the caller's to
+ *                                 close at the end; see `fd` below)
+ *   w.eventfd                     readable when appends finished
+ *   seq = w.submit(header, payload[, new_fd])
+ *                                 queue one record; with new_fd >= 0 the
+ *                                 record starts a new segment: what is queued
+ *                                 before it is written and fdatasync'd, the
+ *                                 directory fsync'd, the old fd closed, and
+ *                                 writing goes on in new_fd. The buffers are
+ *                                 held (not copied) until the record is
+ *                                 finished.
+ *   (done, good, errno, seconds) = w.completed()
+ *                                 records [0, good) are durable, [good, done)
+ *                                 failed with errno; `seconds` holds the
+ *                                 duration of each group commit since the last
+ *                                 call. Releases the finished records' buffers.
+ *   w.close()                     finish what is queued, stop the thread
+ *   w.fd                          the segment fd being written (the caller
+ *                                 closes it after close())
+ *   w.syncs                       group commits (fdatasync calls) so far
+ *
+ * Once a write fails, every later record fails too (the WAL is fenced).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+#define MAX_DURATIONS 4096
+
+typedef struct {
+    Py_buffer header;
+    Py_buffer payload;
+    int new_fd;
+} Entry;
+
+typedef struct {
+    const void *base[2];
+    size_t len[2];
+    int new_fd;
+} Item; /* the writer's own copy of an entry, taken under the mutex */
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int inited;
+    int running;
+    int closing;
+    int fd;
+    int dir_fd;
+    int efd;
+    /* entries[i] is record number first + i; [released, submitted) are held */
+    Entry *entries;
+    Py_ssize_t cap;
+    long long first;
+    long long released;
+    long long submitted;
+    long long taken; /* handed to the writer */
+    long long done;  /* finished by the writer */
+    long long good;  /* durable */
+    int error;       /* errno of the first failure, 0 if none */
+    unsigned long long syncs;
+    double durations[MAX_DURATIONS];
+    int n_durations;
+} GroupCommit;
+
+#define CHECK_INITED(self)                                                       \
+    if (!(self)->inited) {                                                       \
+        PyErr_SetString(PyExc_RuntimeError, "GroupCommit is not initialised");  \
+        return NULL;                                                             \
+    }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* writev every byte of iov[0..n) (handles short writes); 0 or an errno */
+static int write_all(int fd, struct iovec *iov, int n) {
+    int i = 0;
+    while (i < n) {
+        int chunk = n - i > IOV_MAX ? IOV_MAX : n - i;
+        ssize_t w = writev(fd, iov + i, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        while (i < n && (size_t)w >= iov[i].iov_len) {
+            w -= (ssize_t)iov[i].iov_len;
+            i++;
+        }
+        if (i < n && w > 0) {
+            iov[i].iov_base = (char *)iov[i].iov_base + w;
+            iov[i].iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+static int sync_fd(int fd) {
+    while (fdatasync(fd) != 0) {
+        if (errno != EINTR)
+            return errno;
+    }
+    return 0;
+}
+
+/* write and sync one batch; may switch self->fd (only this thread writes it
+ * while running) */
+static int write_batch(GroupCommit *self, Item *items, Py_ssize_t n, struct iovec *iov) {
+    int k = 0, err;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i].new_fd >= 0) {
+            if (k && (err = write_all(self->fd, iov, k)) != 0)
+                return err;
+            k = 0;
+            if ((err = sync_fd(self->fd)) != 0)
+                return err;
+            /* the new segment's name must be durable before its records are */
+            while (fsync(self->dir_fd) != 0) {
+                if (errno != EINTR)
+                    return errno;
+            }
+            close(self->fd);
+            pthread_mutex_lock(&self->mu);
+            self->fd = items[i].new_fd;
+            pthread_mutex_unlock(&self->mu);
+        }
+        for (int j = 0; j < 2; j++) {
+            if (items[i].len[j]) {
+                iov[k].iov_base = (void *)items[i].base[j];
+                iov[k].iov_len = items[i].len[j];
+                k++;
+            }
+        }
+    }
+    if (k && (err = write_all(self->fd, iov, k)) != 0)
+        return err;
+    return sync_fd(self->fd);
+}
+
+static void *writer_main(void *arg) {
+    GroupCommit *self = (GroupCommit *)arg;
+    Item *items = NULL;
+    struct iovec *iov = NULL;
+    Py_ssize_t room = 0;
+    pthread_mutex_lock(&self->mu);
+    for (;;) {
+        while (self->taken == self->submitted && !self->closing)
+            pthread_cond_wait(&self->cv, &self->mu);
+        if (self->taken == self->submitted)
+            break; /* closing, and nothing left */
+        long long start = self->taken, end = self->submitted;
+        Py_ssize_t n = (Py_ssize_t)(end - start);
+        int err = self->error;
+        if (n > room) {
+            Py_ssize_t want = n * 2;
+            Item *ni = realloc(items, (size_t)want * sizeof(Item));
+            struct iovec *nv = ni ? realloc(iov, (size_t)want * 2 * sizeof(struct iovec)) : NULL;
+            if (ni)
+                items = ni;
+            if (nv)
+                iov = nv;
+            if (!ni || !nv)
+                err = err ? err : ENOMEM;
+            else
+                room = want;
+        }
+        if (!err) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Entry *e = &self->entries[start - self->first + i];
+                items[i].base[0] = e->header.buf;
+                items[i].len[0] = (size_t)e->header.len;
+                items[i].base[1] = e->payload.buf;
+                items[i].len[1] = (size_t)e->payload.len;
+                items[i].new_fd = e->new_fd;
+            }
+        }
+        self->taken = end;
+        pthread_mutex_unlock(&self->mu);
+
+        double started = now_s();
+        if (!err)
+            err = write_batch(self, items, n, iov);
+        double took = now_s() - started;
+
+        pthread_mutex_lock(&self->mu);
+        if (err) {
+            if (!self->error)
+                self->error = err;
+        } else {
+            self->good = end;
+            self->syncs++;
+            if (self->n_durations < MAX_DURATIONS)
+                self->durations[self->n_durations++] = took;
+        }
+        self->done = end;
+        pthread_mutex_unlock(&self->mu);
+        uint64_t one = 1;
+        ssize_t ignored = write(self->efd, &one, sizeof one);
+        (void)ignored;
+        pthread_mutex_lock(&self->mu);
+    }
+    pthread_mutex_unlock(&self->mu);
+    free(items);
+    free(iov);
+    uint64_t one = 1;
+    ssize_t ignored = write(self->efd, &one, sizeof one);
+    (void)ignored;
+    return NULL;
+}
+
+static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"fd", "dir_fd", NULL};
+    int fd, dir_fd;
+    if (self->inited) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupCommit is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii", kwlist, &fd, &dir_fd))
+        return -1;
+    self->fd = fd;
+    self->dir_fd = dir_fd;
+    self->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->efd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->cv, NULL);
+    self->inited = 1;
+    int rc = pthread_create(&self->thread, NULL, writer_main, self);
+    if (rc != 0) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    self->running = 1;
+    return 0;
+}
+
+static void release_upto(GroupCommit *self, long long upto) {
+    /* the loop thread, holding the GIL; the writer no longer reads these */
+    for (long long s = self->released; s < upto; s++) {
+        Entry *e = &self->entries[s - self->first];
+        PyBuffer_Release(&e->header);
+        PyBuffer_Release(&e->payload);
+    }
+    if (upto > self->released)
+        self->released = upto;
+}
+
+static void stop_thread(GroupCommit *self) {
+    if (!self->running)
+        return;
+    pthread_mutex_lock(&self->mu);
+    self->closing = 1;
+    pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(self->thread, NULL);
+    Py_END_ALLOW_THREADS
+    self->running = 0;
+}
+
+static void GroupCommit_dealloc(GroupCommit *self) {
+    stop_thread(self);
+    if (self->entries) {
+        release_upto(self, self->submitted);
+        PyMem_Free(self->entries);
+    }
+    if (self->inited) {
+        close(self->efd);
+        pthread_mutex_destroy(&self->mu);
+        pthread_cond_destroy(&self->cv);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *GroupCommit_submit(GroupCommit *self, PyObject *args) {
+    PyObject *header, *payload;
+    int new_fd = -1;
+    CHECK_INITED(self);
+    if (!PyArg_ParseTuple(args, "OO|i", &header, &payload, &new_fd))
+        return NULL;
+    if (!self->running || self->closing) {
+        PyErr_SetString(PyExc_RuntimeError, "the WAL writer is not running");
+        return NULL;
+    }
+    Entry e;
+    if (PyObject_GetBuffer(header, &e.header, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(payload, &e.payload, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&e.header);
+        return NULL;
+    }
+    e.new_fd = new_fd;
+    pthread_mutex_lock(&self->mu);
+    Py_ssize_t used = (Py_ssize_t)(self->submitted - self->first);
+    Py_ssize_t dead = (Py_ssize_t)(self->released - self->first);
+    if (used == self->cap && dead > 0 && dead >= used / 2) {
+        /* drop released entries from the front (the writer copies what it
+         * needs under this mutex, so moving entries is safe) */
+        memmove(self->entries, self->entries + dead, (size_t)(used - dead) * sizeof(Entry));
+        self->first += dead;
+        used -= dead;
+    }
+    if (used == self->cap) {
+        Py_ssize_t cap = self->cap ? self->cap * 2 : 256;
+        Entry *grown = PyMem_Realloc(self->entries, (size_t)cap * sizeof(Entry));
+        if (!grown) {
+            pthread_mutex_unlock(&self->mu);
+            PyBuffer_Release(&e.header);
+            PyBuffer_Release(&e.payload);
+            return PyErr_NoMemory();
+        }
+        self->entries = grown;
+        self->cap = cap;
+    }
+    self->entries[used] = e;
+    long long seq = self->submitted++;
+    if (self->taken == seq)
+        pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    return PyLong_FromLongLong(seq);
+}
+
+static PyObject *GroupCommit_completed(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INITED(self);
+    uint64_t count;
+    ssize_t ignored = read(self->efd, &count, sizeof count); /* EAGAIN: nothing new */
+    (void)ignored;
+    pthread_mutex_lock(&self->mu);
+    long long done = self->done, good = self->good;
+    int error = self->error;
+    int n = self->n_durations;
+    double durations[MAX_DURATIONS];
+    memcpy(durations, self->durations, (size_t)n * sizeof(double));
+    self->n_durations = 0;
+    release_upto(self, done);
+    pthread_mutex_unlock(&self->mu);
+    PyObject *seconds = PyList_New(n);
+    if (!seconds)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(durations[i]);
+        if (!f) {
+            Py_DECREF(seconds);
+            return NULL;
+        }
+        PyList_SET_ITEM(seconds, i, f);
+    }
+    return Py_BuildValue("LLiN", done, good, error, seconds);
+}
+
+static PyObject *GroupCommit_close(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
+    stop_thread(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *GroupCommit_get_eventfd(GroupCommit *self, void *closure) {
+    CHECK_INITED(self);
+    return PyLong_FromLong(self->efd);
+}
+
+static PyObject *GroupCommit_get_fd(GroupCommit *self, void *closure) {
+    CHECK_INITED(self);
+    pthread_mutex_lock(&self->mu);
+    int fd = self->fd;
+    pthread_mutex_unlock(&self->mu);
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *GroupCommit_get_syncs(GroupCommit *self, void *closure) {
+    CHECK_INITED(self);
+    pthread_mutex_lock(&self->mu);
+    unsigned long long syncs = self->syncs;
+    pthread_mutex_unlock(&self->mu);
+    return PyLong_FromUnsignedLongLong(syncs);
+}
+
+static PyMethodDef GroupCommit_methods[] = {
+    {"submit", (PyCFunction)GroupCommit_submit, METH_VARARGS,
+     "submit(header, payload, new_fd=-1) -> record number; queue one record"},
+    {"completed", (PyCFunction)GroupCommit_completed, METH_NOARGS,
+     "completed() -> (done, good, errno, seconds); release finished records"},
+    {"close", (PyCFunction)GroupCommit_close, METH_NOARGS,
+     "close(): write what is queued and stop the writer thread"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef GroupCommit_getset[] = {
+    {"eventfd", (getter)GroupCommit_get_eventfd, NULL, "readable when records finished", NULL},
+    {"fd", (getter)GroupCommit_get_fd, NULL, "the segment fd being written", NULL},
+    {"syncs", (getter)GroupCommit_get_syncs, NULL, "group commits so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject GroupCommitType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ingest.s3stream.wal._groupcommit.GroupCommit",
+    .tp_basicsize = sizeof(GroupCommit),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The file WAL's group commit on a writer thread without the GIL.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)GroupCommit_init,
+    .tp_dealloc = (destructor)GroupCommit_dealloc,
+    .tp_methods = GroupCommit_methods,
+    .tp_getset = GroupCommit_getset,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_groupcommit",
+    "The file WAL's group commit, on a writer thread that never takes the GIL.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__groupcommit(void) {
+    if (PyType_Ready(&GroupCommitType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&GroupCommitType);
+    if (PyModule_AddObject(m, "GroupCommit", (PyObject *)&GroupCommitType) < 0) {
+        Py_DECREF(&GroupCommitType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
