@@ -16,13 +16,21 @@
  *                                 close at the end; see `fd` below)
  *   w.eventfd                     readable when appends finished
  *   seq = w.submit(header, payload[, new_fd])
- *                                 queue one record; with new_fd >= 0 the
+ *                                 queue one record (the writer does not see it
+ *                                 before kick()); with new_fd >= 0 the
  *                                 record starts a new segment: what is queued
  *                                 before it is written and fdatasync'd, the
  *                                 directory fsync'd, the old fd closed, and
  *                                 writing goes on in new_fd. The buffers are
  *                                 held (not copied) until the record is
  *                                 finished.
+ *   w.kick()                      wake an idle writer for what is queued: the
+ *                                 WAL kicks once per loop iteration, so that
+ *                                 every append of the iteration (all
+ *                                 partitions of a request, all requests of one
+ *                                 read) shares one fdatasync; a busy writer
+ *                                 takes what was queued during its sync as soon
+ *                                 as the sync is done
  *   (done, good, errno, seconds) = w.completed()
  *                                 records [0, good) are durable, [good, done)
  *                                 failed with errno; `seconds` holds the
@@ -75,13 +83,16 @@ typedef struct {
     int fd;
     int dir_fd;
     int efd;
-    /* entries[i] is record number first + i; [released, submitted) are held */
+    /* entries[i] is record number first + i; [released, submitted) are held;
+     * the writer takes up to `kicked` */
     Entry *entries;
     Py_ssize_t cap;
     long long first;
     long long released;
     long long submitted;
-    long long taken; /* handed to the writer */
+    long long kicked; /* what the writer may take: up to the last kick, or
+                       * everything queued when its last sync ended */
+    long long taken;  /* handed to the writer */
     long long done;  /* finished by the writer */
     long long good;  /* durable */
     int error;       /* errno of the first failure, 0 if none */
@@ -174,11 +185,13 @@ static void *writer_main(void *arg) {
     Py_ssize_t room = 0;
     pthread_mutex_lock(&self->mu);
     for (;;) {
-        while (self->taken == self->submitted && !self->closing)
+        while (self->taken == self->kicked && !self->closing)
             pthread_cond_wait(&self->cv, &self->mu);
-        if (self->taken == self->submitted)
+        if (self->closing)
+            self->kicked = self->submitted; /* write everything before stopping */
+        if (self->taken == self->kicked)
             break; /* closing, and nothing left */
-        long long start = self->taken, end = self->submitted;
+        long long start = self->taken, end = self->kicked;
         Py_ssize_t n = (Py_ssize_t)(end - start);
         int err = self->error;
         if (n > room) {
@@ -223,6 +236,9 @@ static void *writer_main(void *arg) {
                 self->durations[self->n_durations++] = took;
         }
         self->done = end;
+        /* busy, the writer goes on with whatever came meanwhile; only an idle
+         * one waits for the next kick */
+        self->kicked = self->submitted;
         pthread_mutex_unlock(&self->mu);
         uint64_t one = 1;
         ssize_t ignored = write(self->efd, &one, sizeof one);
@@ -347,10 +363,21 @@ static PyObject *GroupCommit_submit(GroupCommit *self, PyObject *args) {
     }
     self->entries[used] = e;
     long long seq = self->submitted++;
-    if (self->taken == seq)
-        pthread_cond_signal(&self->cv);
     pthread_mutex_unlock(&self->mu);
     return PyLong_FromLongLong(seq);
+}
+
+static PyObject *GroupCommit_kick(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INITED(self);
+    pthread_mutex_lock(&self->mu);
+    if (self->kicked != self->submitted) {
+        /* an idle writer waits for this; a busy one takes it after its sync */
+        if (self->taken == self->kicked)
+            pthread_cond_signal(&self->cv);
+        self->kicked = self->submitted;
+    }
+    pthread_mutex_unlock(&self->mu);
+    Py_RETURN_NONE;
 }
 
 static PyObject *GroupCommit_completed(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
@@ -410,6 +437,8 @@ static PyObject *GroupCommit_get_syncs(GroupCommit *self, void *closure) {
 static PyMethodDef GroupCommit_methods[] = {
     {"submit", (PyCFunction)GroupCommit_submit, METH_VARARGS,
      "submit(header, payload, new_fd=-1) -> record number; queue one record"},
+    {"kick", (PyCFunction)GroupCommit_kick, METH_NOARGS,
+     "kick(): let the writer take what is queued"},
     {"completed", (PyCFunction)GroupCommit_completed, METH_NOARGS,
      "completed() -> (done, good, errno, seconds); release finished records"},
     {"close", (PyCFunction)GroupCommit_close, METH_NOARGS,

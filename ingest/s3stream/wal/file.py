@@ -133,6 +133,7 @@ class FileWriteAheadLog:
         self._dir_fd = -1
         self._waiting: deque[asyncio.Future[None]] = deque()  # native: in append order
         self._finished = 0  # native: records the C writer reported finished
+        self._kick_due = False  # native: the writer is woken at the end of this iteration
         self._syncs = 0  # fdatasync calls issued by the Python writer (group commits)
         # per group commit: from the writer taking the queue to its fdatasync
         # returning (writev, segment roll and fdatasync)
@@ -354,6 +355,9 @@ class FileWriteAheadLog:
         if self._writer is not None:
             self._writer.submit(header, payload, new_fd)
             self._waiting.append(future)
+            if not self._kick_due:  # the writer starts once this loop iteration is done
+                self._kick_due = True
+                self._loop.call_soon(self._kick)
             if new_fd >= 0:
                 self._fd, self._fd_start = new_fd, position
             return WalAppend(position, position + size, future)
@@ -362,6 +366,11 @@ class FileWriteAheadLog:
             if len(self._pending) == 1:
                 self._cond.notify()
         return WalAppend(position, position + size, future)
+
+    def _kick(self) -> None:
+        self._kick_due = False
+        if self._writer is not None:
+            self._writer.kick()
 
     def _on_completed(self) -> None:
         """The C writer finished records: resolve their futures in order."""

@@ -60,6 +60,22 @@ async def test_appends_during_a_sync_are_group_committed(tmp_path: Path) -> None
     await wal.close()
 
 
+async def test_appends_of_one_loop_iteration_share_one_sync(tmp_path: Path, writer: str) -> None:
+    """All partitions of a request are appended in one go: the C writer waits
+    for the end of the loop iteration, so they share one fdatasync."""
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    for round_ in range(5):
+        before = wal.syncs
+        handles = [wal.append(p, round_, 1, b"r" * 27_000) for p in range(4)]
+        await asyncio.gather(*(h.done for h in handles))
+        if writer == "c-writer":
+            assert wal.syncs == before + 1
+        else:  # the Python thread needs the GIL first, which batches them too, mostly
+            assert before < wal.syncs <= before + 4
+    await wal.close()
+
+
 async def test_futures_resolve_in_append_order(tmp_path: Path) -> None:
     wal = FileWriteAheadLog(tmp_path)
     await wal.start()
