@@ -54,7 +54,8 @@ class S3StreamConfig(BaseModel):
     deleted (a delete's journal commit stalls concurrent fsyncs); 0 deletes them."""
     wal_writer: Literal["c", "python"] = "c"
     """File WAL: the group-commit writer thread, the C one that never takes the
-    GIL (the default) or the Python one (for comparison; the same on disk)."""
+    GIL (the default; the Python one, with a warning, where it is not built) or
+    the Python one (for comparison; the same on disk)."""
     upload_size_bytes: int = Field(default=8 * _MIB, ge=1)
     """Upload a stream set object once this many un-uploaded bytes are durable."""
     upload_interval_ms: int = Field(default=2000, ge=1)

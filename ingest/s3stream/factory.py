@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 from ingest.errors import ConfigError
 from ingest.metadata.api import MetadataStore
 from ingest.s3stream.config import S3StreamConfig
 from ingest.s3stream.engine import S3StreamEngine
 from ingest.s3stream.objectstore.api import ObjectStore
+from ingest.s3stream.wal import file as file_wal
 from ingest.s3stream.wal.api import WriteAheadLog
 from ingest.s3stream.wal.file import FileWriteAheadLog
 from ingest.s3stream.wal.object import ObjectWriteAheadLog
+
+log = logging.getLogger(__name__)
 
 __all__ = ["open_engine", "open_wal"]
 
@@ -43,9 +48,11 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         )
     if config.wal_dir is None:
         raise ConfigError("storage.wal_dir", "the file WAL needs a directory")
+    if config.wal_writer == "c" and not file_wal.NATIVE:
+        log.warning("the C WAL writer is not built here: the file WAL commits on a Python thread")
     return FileWriteAheadLog(
         config.wal_dir,
         segment_bytes=config.wal_segment_bytes,
         recycled_segments=config.wal_recycled_segments,
-        native=config.wal_writer == "c",
+        native=file_wal.NATIVE and config.wal_writer == "c",
     )

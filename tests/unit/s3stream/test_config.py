@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,10 @@ from pydantic import ValidationError
 from ingest.errors import ConfigError
 from ingest.metadata import MemoryMetadataStore
 from ingest.s3stream import S3StreamConfig, S3StreamEngine, open_engine
+from ingest.s3stream.factory import open_wal
 from ingest.s3stream.objectstore import MemoryObjectStore
+from ingest.s3stream.wal import FileWriteAheadLog
+from ingest.s3stream.wal import file as file_wal
 
 
 def test_defaults_are_sane() -> None:
@@ -52,3 +56,22 @@ async def test_the_file_wal_keeps_as_many_trimmed_segments_as_configured(
     await engine.flush()  # uploads, then trims the WAL
     await engine.close()
     assert len(list((tmp_path / "wal").glob("*.free"))) == recycled
+
+
+def test_the_file_wal_commits_on_the_writer_thread_the_settings_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert file_wal.NATIVE, "ingest.s3stream.wal._groupcommit is not built"
+    for writer, native in (("c", True), ("python", False)):
+        wal = open_wal(
+            S3StreamConfig(wal_dir=tmp_path / writer, wal_writer=writer), MemoryObjectStore()
+        )
+        assert isinstance(wal, FileWriteAheadLog) and wal.native is native
+    # where the C module is not built, "c" falls back to the Python thread, loudly
+    monkeypatch.setattr(file_wal, "NATIVE", False)
+    with caplog.at_level(logging.WARNING):
+        wal = open_wal(S3StreamConfig(wal_dir=tmp_path / "unbuilt"), MemoryObjectStore())
+    assert isinstance(wal, FileWriteAheadLog) and not wal.native
+    assert "not built" in caplog.text
+    with pytest.raises(ValidationError):
+        S3StreamConfig(wal_dir=tmp_path, wal_writer="rust")  # type: ignore[arg-type]
