@@ -284,14 +284,16 @@ static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
 }
 
 static void release_upto(GroupCommit *self, long long upto) {
-    /* the loop thread, holding the GIL; the writer no longer reads these */
-    for (long long s = self->released; s < upto; s++) {
-        Entry *e = &self->entries[s - self->first];
-        PyBuffer_Release(&e->header);
-        PyBuffer_Release(&e->payload);
+    /* The loop thread, holding the GIL and not the mutex: the writer no longer
+     * reads these entries, and only this thread moves the array (submit). A
+     * release may run a finalizer that submits again, so each entry is copied
+     * out and counted released before its buffers are let go. */
+    while (self->released < upto) {
+        Entry e = self->entries[self->released - self->first];
+        self->released++;
+        PyBuffer_Release(&e.header);
+        PyBuffer_Release(&e.payload);
     }
-    if (upto > self->released)
-        self->released = upto;
 }
 
 static void stop_thread(GroupCommit *self) {
@@ -392,8 +394,8 @@ static PyObject *GroupCommit_completed(GroupCommit *self, PyObject *Py_UNUSED(ig
     double durations[MAX_DURATIONS];
     memcpy(durations, self->durations, (size_t)n * sizeof(double));
     self->n_durations = 0;
-    release_upto(self, done);
     pthread_mutex_unlock(&self->mu);
+    release_upto(self, done);
     PyObject *seconds = PyList_New(n);
     if (!seconds)
         return NULL;
