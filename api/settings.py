@@ -140,9 +140,11 @@ class Settings:
 
     def object_store_options(self) -> dict[str, Any]:
         p = self.process
+        st = self.storage
+        if self.object_store_url.startswith("file:"):
+            return {"writeback_bytes": st.file_object_writeback_bytes}
         if not self.object_store_url.startswith("s3://"):
             return {}
-        st = self.storage
         opts = {
             "endpoint_url": p.s3_endpoint_url,
             "region": p.s3_region,

@@ -3,9 +3,11 @@ own stage histograms and what else held the machine's CPUs (issue #18).
 
 Each round drives ``tidelake serve`` (fsync'd file WAL on the data directory's
 disk) at a fixed rate with the produce_peer_bench settings (1 KiB, acks=all,
-lz4, idempotent, linger 1 ms, 4 partitions), a second ``tidelake serve`` whose
-file WAL commits on the Python writer thread (``storage.wal_writer =
-"python"``) rather than the C one, and librdkafka's in-memory mock broker with
+lz4, idempotent, linger 1 ms, 4 partitions), a second ``tidelake serve`` with
+one setting changed (``--peer``: ``unpaced-objects``, the default, writes its
+local objects in one go before their fsync, ``storage.file_object_writeback_bytes
+= 0``; ``python-writer`` commits its file WAL on the Python writer thread,
+``storage.wal_writer = "python"``), and librdkafka's in-memory mock broker with
 the same producer, rotating which goes first. Around each
 Tidelake run it scrapes ``/metrics`` and reads the deltas of:
 
@@ -20,6 +22,7 @@ kernel runs one) took. Histogram quantiles are bucket upper bounds ("<=").
 Prints a table of medians and writes bench/results/produce_tail.json.
 
     python -m bench.produce_tail_bench [--rounds 3] [--seconds 10] [--rate-mb 20]
+        [--peer unpaced-objects|python-writer] [--payload text|random]
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ _STAGES = {
     "loop_lag": ("tidelake_event_loop_lag_seconds", {}),
 }
 Buckets = dict[float, float]
+# the second broker: its label and the one setting it changes
+_PEERS = {
+    "unpaced-objects": ("objects unpaced", {"TIDELAKE_STORAGE_FILE_OBJECT_WRITEBACK_BYTES": "0"}),
+    "python-writer": ("Python WAL writer", {"TIDELAKE_STORAGE_WAL_WRITER": "python"}),
+}
 
 
 def _buckets(text: str) -> dict[str, Buckets]:
@@ -114,7 +122,10 @@ def _tidelake_round(proc: TidelakeProcess, topic: str, args: argparse.Namespace)
     broker0, client0, kernel0, t0 = (
         _proc_cpu_s(proc.proc.pid), _proc_cpu_s(os.getpid()), _kernel_cpu_ms(bursters), time.time()
     )  # fmt: skip
-    client = produce_latency(proc.bootstrap, topic, args.rate_mb, args.seconds, args.size)
+    client = produce_latency(
+        proc.bootstrap, topic, args.rate_mb, args.seconds, args.size,
+        distinct=args.payload == "random",
+    )
     elapsed = time.time() - t0
     after = _buckets(httpx.get(f"{proc.http_url}/metrics", timeout=30).text)
     row: dict[str, object] = {
@@ -138,16 +149,22 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rate-mb", type=float, default=20.0)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--peer", choices=sorted(_PEERS), default="unpaced-objects")
+    ap.add_argument(
+        "--payload", choices=("text", "random"), default="text",
+        help="text: one payload for every message, as produce_peer_bench (lz4 shrinks it "
+        "about 25x); random: each message its own random bytes (the disk sees the full rate)",
+    )
     args = ap.parse_args()
+    peer_label, peer_env = _PEERS[args.peer]
     rounds: list[dict[str, object]] = []
-    sides = ("tidelake", "tidelake_python_writer", "mock")
+    sides = ("tidelake", "tidelake_peer", "mock")
     with tempfile.TemporaryDirectory() as tmp:
         procs = {
             side: TidelakeProcess(
-                Path(tmp) / side,
-                env={"TIDELAKE_LOG_LEVEL": "WARNING", "TIDELAKE_STORAGE_WAL_WRITER": writer},
+                Path(tmp) / side, env={"TIDELAKE_LOG_LEVEL": "WARNING", **env}
             ).start()
-            for side, writer in (("tidelake", "c"), ("tidelake_python_writer", "python"))
+            for side, env in (("tidelake", {}), ("tidelake_peer", peer_env))
         }
         try:
             for r in range(args.rounds):
@@ -160,15 +177,16 @@ def main() -> int:
                         row[side] = _tidelake_round(procs[side], topic, args)
                     else:
                         row["mock"] = produce_latency(
-                            "127.0.0.1:1", topic, args.rate_mb, args.seconds, args.size, _MOCK
+                            "127.0.0.1:1", topic, args.rate_mb, args.seconds, args.size, _MOCK,
+                            distinct=args.payload == "random",
                         )
                 rounds.append(row)
-                t, py, m = row["tidelake"], row["tidelake_python_writer"], row["mock"]
+                t, py, m = row["tidelake"], row["tidelake_peer"], row["mock"]
                 assert isinstance(t, dict) and isinstance(py, dict) and isinstance(m, dict)
                 print(
                     f"round {r}: tidelake p99 {t['client']['p99_ms']:.2f} ms "
                     f"(request p99 <= {t['request']['p99_le_ms']:g}, loop lag p99 <= "
-                    f"{t['loop_lag']['p99_le_ms']:g}) | Python WAL writer p99 "
+                    f"{t['loop_lag']['p99_le_ms']:g}) | {peer_label} p99 "
                     f"{py['client']['p99_ms']:.2f} ms | mock p99 {m['p99_ms']:.2f} ms | "
                     f"kdamond {t['kdamond_ms_per_s']:.1f} ms/s",
                     flush=True,
@@ -191,8 +209,8 @@ def main() -> int:
     summary: dict[str, float] = {
         "tidelake_p50_ms": med("tidelake", "client", "p50_ms"),
         "tidelake_p99_ms": med("tidelake", "client", "p99_ms"),
-        "python_writer_p50_ms": med("tidelake_python_writer", "client", "p50_ms"),
-        "python_writer_p99_ms": med("tidelake_python_writer", "client", "p99_ms"),
+        "peer_p50_ms": med("tidelake_peer", "client", "p50_ms"),
+        "peer_p99_ms": med("tidelake_peer", "client", "p99_ms"),
         "mock_p50_ms": med("mock", "p50_ms"),
         "mock_p99_ms": med("mock", "p99_ms"),
         "broker_cores": med("tidelake", "broker_cores"),
@@ -202,12 +220,13 @@ def main() -> int:
     for stage in _STAGES:
         for q in ("p50_le_ms", "p99_le_ms", "p999_le_ms"):
             summary[f"{stage}_{q}"] = med("tidelake", stage, q)
-            summary[f"python_writer_{stage}_{q}"] = med("tidelake_python_writer", stage, q)
+            summary[f"peer_{stage}_{q}"] = med("tidelake_peer", stage, q)
     result = {
         "benchmark": "produce_tail",
         "machine_cores": os.cpu_count(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": vars(args),
+        "peer": {"name": args.peer, "label": peer_label, "env": peer_env},
         "rounds": rounds,
         "medians": summary,
         "targets": {"tidelake_p99_ms": 3.0},
@@ -215,7 +234,7 @@ def main() -> int:
     print()
     print(f"medians of {args.rounds} rounds at {args.rate_mb:g} MB/s        p50 ms    p99 ms  p99.9 ms")
     print(f"client, tidelake                      {summary['tidelake_p50_ms']:>8.2f}  {summary['tidelake_p99_ms']:>8.2f}")
-    print(f"client, tidelake, Python WAL writer   {summary['python_writer_p50_ms']:>8.2f}  {summary['python_writer_p99_ms']:>8.2f}")
+    print(f"client, tidelake, {peer_label:<19} {summary['peer_p50_ms']:>8.2f}  {summary['peer_p99_ms']:>8.2f}")
     print(f"client, mock broker                   {summary['mock_p50_ms']:>8.2f}  {summary['mock_p99_ms']:>8.2f}")
     names = {
         "request": "broker: produce request (<=)",
@@ -223,7 +242,7 @@ def main() -> int:
         "wal_sync": "broker: WAL writev+fdatasync (<=)",
         "loop_lag": "broker: event loop lag (<=)",
     }
-    for prefix, side in (("", "C WAL writer"), ("python_writer_", "Python WAL writer")):
+    for prefix, side in (("", "tidelake"), ("peer_", peer_label)):
         print(f"{side}:")
         for stage, label in names.items():
             print(

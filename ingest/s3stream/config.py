@@ -56,6 +56,11 @@ class S3StreamConfig(BaseModel):
     """File WAL: the group-commit writer thread, the C one that never takes the
     GIL (the default; the Python one, with a warning, where it is not built) or
     the Python one (for comparison; the same on disk)."""
+    file_object_writeback_bytes: int = Field(default=64 * 1024, ge=0)
+    """A ``file://`` object store writes each object this many bytes at a
+    time, each step on the disk before the next, so that a file WAL on the
+    same disk does not wait behind a whole object's writeback (0: write it in
+    one go, then fsync)."""
     upload_size_bytes: int = Field(default=8 * _MIB, ge=1)
     """Upload a stream set object once this many un-uploaded bytes are durable."""
     upload_interval_ms: int = Field(default=2000, ge=1)

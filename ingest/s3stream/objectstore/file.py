@@ -2,7 +2,10 @@
 
 Keys map to files below the root (``/`` separates directories). A put writes
 a temporary file, fsyncs it, renames it into place and fsyncs the directory,
-so a returned put is atomic and durable. A create-only put (``if_absent``)
+so a returned put is atomic and durable. The temporary file is written
+``writeback_bytes`` at a time, each step on the disk before the next (see
+:mod:`~ingest.s3stream.objectstore.writeback`): a file WAL on the same disk
+does not wait behind an object's whole burst. A create-only put (``if_absent``)
 hard-links the temporary file to the key instead of renaming it: ``link``
 fails atomically if the key exists. Blocking file I/O runs in worker threads.
 """
@@ -19,16 +22,27 @@ from ingest.errors import ConfigError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError
 from ingest.s3stream.objectstore.api import ObjectInfo
+from ingest.s3stream.objectstore.writeback import write_all
 
 T = TypeVar("T")
 
 __all__ = ["FileObjectStore"]
 
 _TMP_SUFFIX = ".tmp-upload"
+DEFAULT_WRITEBACK_BYTES = 64 * 1024
 
 
 class FileObjectStore:
-    def __init__(self, root: str | Path, *, io_threads: int = 4) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        io_threads: int = 4,
+        writeback_bytes: int = DEFAULT_WRITEBACK_BYTES,
+    ) -> None:
+        if writeback_bytes < 0:
+            raise ConfigError("writeback_bytes", f"must be >= 0, got {writeback_bytes}")
+        self._writeback = writeback_bytes
         self._root = Path(root).resolve()
         self._root.mkdir(parents=True, exist_ok=True)
         self._run = ThreadRunner(io_threads, "file-object-store")
@@ -48,10 +62,7 @@ class FileObjectStore:
         tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            write_all(fd, data, self._writeback)
             os.fsync(fd)
         except BaseException:
             os.close(fd)

@@ -155,6 +155,12 @@ def test_s3_read_buffers_are_sized_to_the_block_cache_and_read_ahead(tmp_path: P
     opts = load_settings(cfg).object_store_options()
     assert opts["read_buffer_bytes"] == 64_000_000 + 3 * 4_000_000
     cfg.write_text('object_store_url = "file:///tmp/objects"\n')
+    assert load_settings(cfg).object_store_options() == {"writeback_bytes": 64 * 1024}
+    cfg.write_text(
+        'object_store_url = "file:///tmp/objects"\n[storage]\nfile_object_writeback_bytes = 0\n'
+    )
+    assert load_settings(cfg).object_store_options() == {"writeback_bytes": 0}
+    cfg.write_text('object_store_url = "memory://"\n')
     assert load_settings(cfg).object_store_options() == {}
 
 

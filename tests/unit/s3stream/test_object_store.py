@@ -21,9 +21,15 @@ from ingest.s3stream.objectstore import (
 from tests.unit.s3stream.object_store_contract import ObjectStoreContract
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "file-paced"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStore]:
-    s = open_object_store("memory://" if request.param == "memory" else f"file://{tmp_path}/objs")
+    s: ObjectStore
+    if request.param == "memory":
+        s = open_object_store("memory://")
+    elif request.param == "file":
+        s = open_object_store(f"file://{tmp_path}/objs", writeback_bytes=0)
+    else:  # steps that split the contract's objects off page boundaries
+        s = open_object_store(f"file://{tmp_path}/objs", writeback_bytes=65_537)
     yield s
     await s.close()
 
@@ -55,6 +61,11 @@ async def test_file_store_refused_create_only_put_leaves_no_temp_files(tmp_path:
         await s.put("x/y", b"other", if_absent=True)
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["y"]
     assert (tmp_path / "x" / "y").read_bytes() == b"data"
+
+
+def test_file_store_refuses_a_negative_writeback_step(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="writeback_bytes"):
+        FileObjectStore(tmp_path, writeback_bytes=-1)
 
 
 async def test_file_store_rejects_escaping_keys(tmp_path: Path) -> None:
