@@ -10,7 +10,7 @@ Measured on a virtual disk (bench/README, session 17): a broker taking 20
 MB/s of incompressible records, which writes them to its WAL and again as
 objects, answered with a client p99 of 19 ms in 64 KiB steps against 34 ms
 unpaced (WAL fdatasync p99 <= 5 against <= 10 ms); the p50 is unchanged. The
-price: four concurrent 8 MiB puts make 246 MB/s against 335.
+price: 8 MiB puts on four threads make 246 MB/s against 335 (one alone: even).
 
 Linux only (``sync_file_range``); elsewhere :func:`write_all` writes in one go.
 """
