@@ -7,9 +7,10 @@ in the file WAL; stored as an object in the object WAL); each stream's
 
 Upload path (one background task): when ``upload_size_bytes`` of durable data
 is pending, or ``upload_interval_ms`` has passed, pending batches of every
-stream are encoded into objects (about ``upload_size_bytes`` per upload: a
-stream with ``stream_object_bytes`` or more in it gets a stream object of its
-own, the rest share a stream set object), put to the object store (up to ``upload_parallelism`` at once) and
+stream are encoded into objects by :mod:`ingest.s3stream.upload` (about
+``upload_size_bytes`` per upload: a stream with ``stream_object_bytes`` or
+more in it gets a stream object of its own, the rest share a stream set
+object), put to the object store (up to ``upload_parallelism`` at once) and
 committed to the metadata store strictly in order (which advances each
 stream's end_offset). Committed entries become evictable and the WAL is
 trimmed below the oldest entry not yet committed. Between uploads the same
@@ -39,15 +40,15 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from ingest.errors import StorageError
-from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord, Writer
+from ingest.metadata.api import MetadataStore, ObjectRecord, Writer
 from ingest.metadata.errors import StreamNotOwnedError, WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.api import BatchTransform, RewriteStats, StreamBatch
 from ingest.s3stream.backpressure import UploadBackpressure
-from ingest.s3stream.cache import BlockCache, CacheEntry, LogCache
+from ingest.s3stream.cache import BlockCache, LogCache
 from ingest.s3stream.compact import CompactionPolicy, Compactor
 from ingest.s3stream.compact.rewrite import StreamRewriter
 from ingest.s3stream.config import S3StreamConfig
@@ -61,10 +62,11 @@ from ingest.s3stream.errors import (
 from ingest.s3stream.gc import GarbageCollector, object_key
 from ingest.s3stream.latency import LatencyHistogram
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
-from ingest.s3stream.objects.format import StreamRange, concat, encode
+from ingest.s3stream.objects.format import StreamRange
 from ingest.s3stream.objectstore.api import ObjectStore
 from ingest.s3stream.reader import ObjectReader
 from ingest.s3stream.stream import S3Stream
+from ingest.s3stream.upload import Picked, UploadBuilder
 from ingest.s3stream.wal.api import WriteAheadLog
 
 __all__ = ["S3StreamEngine"]
@@ -77,14 +79,6 @@ _CLOSE_UPLOAD_S = 15.0  # SIGTERM: keep retrying the final upload this long
 _MIN_GC_GAP_S = 1.0  # after trims, collect garbage at most this often
 _CLOSE_WAIT_S = 20.0  # close(): how long to wait for appends in flight
 _MAX_COUNT = 0x7FFFFFFF  # offsets in one append: the WAL record header's int32
-
-
-def _build_object(ranges: list[list[StreamBatch]]) -> tuple[bytearray, list[ObjectRange]]:
-    buffers, index = encode(ranges)
-    body = concat(buffers)
-    return body, [
-        ObjectRange(e.stream_id, e.start_offset, e.end_offset, e.position, e.length) for e in index
-    ]
 
 
 class S3StreamEngine:
@@ -129,9 +123,7 @@ class S3StreamEngine:
         self._wakeup = asyncio.Event()
         self._upload_lock = asyncio.Lock()
         self._uploader: asyncio.Task[None] | None = None
-        self._uploads_in_flight: deque[
-            tuple[asyncio.Task[list[ObjectRecord]], list[tuple[S3Stream, list[CacheEntry]]]]
-        ] = deque()
+        self._uploads_in_flight: deque[tuple[asyncio.Task[list[ObjectRecord]], Picked]] = deque()
         self._reader = ObjectReader(
             config, metadata, objects, self._block_cache, self._limiter, self._run, self._streams
         )
@@ -174,12 +166,13 @@ class S3StreamEngine:
         """Set by :meth:`close` once every durable batch is in object storage."""
         self.on_fatal: Callable[[BaseException], None] | None = None
         """Called once when the engine is fenced for good (see :meth:`_fail`)."""
+        self._builder = UploadBuilder(
+            config, metadata, objects, self._log_cache, self._streams, self._run, self._object_key
+        )
         self.uploads = 0
         self.uploaded_bytes = 0
-        self.objects_put = 0
-        # read by metrics: append call to durable, per append; object puts
+        # read by metrics: append call to durable, per append
         self.wal_append_latency = LatencyHistogram()
-        self.object_put_seconds = 0.0  # per object put (objects_put counts them)
         self._backpressure = UploadBackpressure(
             self._log_cache, config.max_pending_upload_bytes, objects
         )
@@ -211,6 +204,16 @@ class S3StreamEngine:
         """The file WAL's group commits (None for a WAL that keeps no such figure)."""
         hist = getattr(self._wal, "sync_latency", None)
         return hist if isinstance(hist, LatencyHistogram) else None
+
+    @property
+    def objects_put(self) -> int:
+        """Objects put by uploads (compaction's are not counted)."""
+        return self._builder.objects_put
+
+    @property
+    def object_put_seconds(self) -> float:
+        """Time spent in uploads' object puts, summed over :attr:`objects_put`."""
+        return self._builder.object_put_seconds
 
     @property
     def compactions(self) -> int:
@@ -582,7 +585,7 @@ class S3StreamEngine:
 
     def _start_uploads(self, *, force: bool) -> None:
         while len(self._uploads_in_flight) < self._config.upload_parallelism:
-            picked = self._pick_pending()
+            picked = self._builder.pick()
             if not picked:
                 return
             size = sum(e.size for _, entries in picked for e in entries)
@@ -590,74 +593,8 @@ class S3StreamEngine:
                 return
             for stream, entries in picked:
                 self._log_cache.mark_picked(stream.stream_id, entries[-1].batch.end_offset)
-            task = asyncio.create_task(self._put_object(picked), name="s3stream-put")
+            task = asyncio.create_task(self._builder.put(picked), name="s3stream-put")
             self._uploads_in_flight.append((task, picked))
-
-    def _pick_pending(self) -> list[tuple[S3Stream, list[CacheEntry]]]:
-        """Durable entries neither uploaded nor being uploaded, about
-        ``upload_size_bytes`` worth (at least one entry), across streams in
-        stream id order."""
-        limit = self._config.upload_size_bytes
-        picked: list[tuple[S3Stream, list[CacheEntry]]] = []
-        total = 0
-        for sid in sorted(self._log_cache.streams_with_pending()):
-            stream = self._streams.get(sid)
-            if stream is None:
-                continue
-            take: list[CacheEntry] = []
-            for e in self._log_cache.pending(sid, stream.confirm_offset, limit - total):
-                take.append(e)
-                total += e.size
-            if take:
-                picked.append((stream, take))
-            if total >= limit:
-                break
-        return picked
-
-    async def _put_object(
-        self, picked: Sequence[tuple[S3Stream, list[CacheEntry]]]
-    ) -> list[ObjectRecord]:
-        """Encode and put one upload, not committed yet: a stream object for
-        each stream with at least ``stream_object_bytes`` in it, one stream
-        set object for the rest. Every stream is in exactly one object."""
-        groups: list[tuple[str, list[list[StreamBatch]]]] = []
-        shared: list[list[StreamBatch]] = []
-        for _, entries in picked:
-            batches = [e.batch for e in entries]
-            if sum(e.size for e in entries) >= self._config.stream_object_bytes:
-                groups.append(("stream", [batches]))
-            else:
-                shared.append(batches)
-        if shared:
-            groups.append(("stream_set", shared))
-
-        async def put_one(kind: str, ranges: list[list[StreamBatch]]) -> ObjectRecord:
-            object_id = await self._run(self._metadata.next_object_id)
-            key = self._object_key(object_id, kind)
-            body, index = await self._run(_build_object, ranges)
-            put_started = time.perf_counter()
-            await self._objects.put(key, body)
-            self.object_put_seconds += time.perf_counter() - put_started
-            self.objects_put += 1
-            return ObjectRecord(
-                object_id, key, len(body), kind, tuple(index), int(time.time() * 1000)
-            )
-
-        if len(groups) == 1:
-            return [await put_one(*groups[0])]
-        results = await asyncio.gather(
-            *(put_one(kind, ranges) for kind, ranges in groups), return_exceptions=True
-        )
-        records = [r for r in results if isinstance(r, ObjectRecord)]
-        for r in results:
-            if isinstance(r, BaseException):
-                if records:
-                    try:
-                        await self._objects.delete([o.key for o in records])
-                    except Exception:  # noqa: BLE001 - orphans are swept at start
-                        pass
-                raise r
-        return records
 
     async def _commit_oldest_upload(self) -> None:
         task, picked = self._uploads_in_flight[0]

@@ -50,6 +50,7 @@ async def test_a_busy_stream_gets_its_own_object_and_quiet_ones_share(tmp_path: 
     objs = metadata.list_objects()
     kinds = sorted(o.kind for o in objs)
     assert kinds == ["stream", "stream_set"]
+    assert engine.objects_put == 2 and engine.object_put_seconds > 0  # the metrics' counters
     so = next(o for o in objs if o.kind == "stream")
     assert so.key.endswith(".so") and [r.stream_id for r in so.ranges] == [busy.stream_id]
     sso = next(o for o in objs if o.kind == "stream_set")
