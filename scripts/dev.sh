@@ -100,8 +100,21 @@ case "$cmd" in
     "$VENV/bin/lint-imports"
     log "types: mypy --strict"
     "$VENV/bin/mypy" ingest schema_registry catalog table_topic api spark
-    log "tests"
-    exec "$VENV/bin/python" -m pytest -q "$@"
+    if [ $# -gt 0 ]; then  # a subset, or options of your own: one pytest process
+      log "tests: pytest $*"
+      exec "$VENV/bin/python" -m pytest -q "$@"
+    fi
+    # The suite waits on brokers, clients and JVMs more than it computes, so it
+    # runs in TIDELAKE_TEST_WORKERS processes (pytest-xdist, a test file per
+    # worker at a time); then, in one process, the modules marked one_process.
+    workers=${TIDELAKE_TEST_WORKERS:-2}
+    log "tests: $workers worker processes"
+    parallel=0 single=0
+    "$VENV/bin/python" -m pytest -q -n "$workers" --dist loadfile -m "not one_process" || parallel=$?
+    log "tests: single-process phase (one_process)"
+    "$VENV/bin/python" -m pytest -q -p no:xdist -m one_process || single=$?
+    [ "$parallel" -eq 0 ] || exit "$parallel"
+    exit "$single"
     ;;
   *)
     echo "usage: scripts/dev.sh start|test|install [args...]" >&2

@@ -41,6 +41,17 @@ def _spark_driver_class_path() -> None:
 _spark_driver_class_path()
 
 
+@pytest.hookimpl(trylast=True)  # after -m has deselected what it deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse to run ``one_process`` tests in a pytest-xdist worker: their items
+    share one node id, so a worker would run one of them and count it as all."""
+    if hasattr(config, "workerinput") and any(i.get_closest_marker("one_process") for i in items):
+        raise pytest.UsageError(
+            "tests marked one_process cannot run under pytest-xdist: add -m 'not one_process' "
+            "and run them with -p no:xdist (scripts/dev.sh test does both)"
+        )
+
+
 @pytest.fixture(scope="module")
 def tidelake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TidelakeProcess]:
     """A running ``tidelake serve`` for one test module, stopped afterwards."""

@@ -52,6 +52,10 @@ SPEC_PATH = (
 if not SPEC_PATH.exists():
     raise RuntimeError(f"the Iceberg REST spec is not at {SPEC_PATH} (../shared/specs)")
 
+# schemathesis gives every operation's item one node id, which pytest-xdist takes for a
+# single test: this module runs in the test command's single-process phase
+pytestmark = pytest.mark.one_process
+
 _SCALE = max(1, int(os.environ.get("TIDELAKE_FUZZ_SCALE", "1")))
 SEED_NAMESPACE = "fuzz"
 SEED_TABLE = "t"

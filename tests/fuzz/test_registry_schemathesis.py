@@ -36,6 +36,10 @@ from schema_registry.app import RegistrySettings, create_app
 from schema_registry.service import RegistryService
 from schema_registry.store import open_store
 
+# schemathesis gives every operation's item one node id, which pytest-xdist takes for a
+# single test: this module runs in the test command's single-process phase
+pytestmark = pytest.mark.one_process
+
 _SCALE = max(1, int(os.environ.get("TIDELAKE_FUZZ_SCALE", "1")))
 _PG_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 
