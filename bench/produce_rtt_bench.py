@@ -18,8 +18,14 @@ producer sends at 20 MB/s) and times each response, against:
   pays the same cross-process wake-ups: what the client and the loopback
   cost.
 
+Each row also gives the server process's CPU per request (the
+scheduler's run time of all its threads over the timed requests, the
+background uploads included):
+on a shared VM the wall clock of one round trip moves by tens of percent
+between rounds, the CPU a request costs by a few.
+
 Alternating order in each round; prints medians of ``--rounds`` and writes
-bench/results/produce_rtt.json.
+bench/results/produce_rtt.json. ``--sides tmpfs,mock`` runs a subset.
 
     python -m bench.produce_rtt_bench [--rounds 3] [--requests 3000]
 """
@@ -89,9 +95,29 @@ def frames(count: int, records: int, size: int) -> list[bytes]:
     return [encode_request(0, 9, i, "rtt-bench", request) for i in range(count)]
 
 
-def round_trips(bootstrap: str, requests: list[bytes]) -> dict[str, float]:
-    """Send each request once its predecessor's response came back; ms quantiles."""
+def _cpu_seconds(pid: int | None) -> float:
+    """CPU a process has run so far, summed over its threads (0 without a
+    pid): the scheduler's nanosecond run time (/proc/.../schedstat), where
+    the clock-tick counts of /proc/.../stat are too coarse for 3,000 requests."""
+    if pid is None:
+        return 0.0
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            continue
+    return total / 1e9
+
+
+def round_trips(
+    bootstrap: str, requests: list[bytes], server_pid: int | None = None
+) -> dict[str, float]:
+    """Send each request once its predecessor's response came back; ms
+    quantiles, and the server process's CPU per request (with ``server_pid``;
+    steadier than the wall clock on a shared VM)."""
     times = []
+    cpu_before = _cpu_seconds(server_pid)
     with RawClient(bootstrap, timeout=30) as c:
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for frame in requests:
@@ -105,9 +131,11 @@ def round_trips(bootstrap: str, requests: list[bytes]) -> dict[str, float]:
             errors = {int(p.error_code) for t in response.responses for p in t.partition_responses}
             if errors != {0}:
                 raise AssertionError(f"the broker answered with error codes {errors}")
+    cpu_us = (_cpu_seconds(server_pid) - cpu_before) / len(requests) * 1e6
     times.sort()
     n = len(times)
     return {
+        "server_cpu_us": cpu_us,
         "p50_ms": times[n // 2],
         "p90_ms": times[int(n * 0.9)],
         "p99_ms": times[int(n * 0.99)],
@@ -145,7 +173,8 @@ def _tidelake(data: Path, requests: list[bytes], writer: str) -> dict[str, float
     try:
         _create_topic(proc.bootstrap, _TOPIC, _PARTITIONS)
         round_trips(proc.bootstrap, requests[:300])  # warm up
-        return round_trips(proc.bootstrap, requests)
+        assert proc.proc is not None
+        return round_trips(proc.bootstrap, requests, proc.proc.pid)
     finally:
         proc.stop()
 
@@ -156,6 +185,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--records", type=int, default=27)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--sides", default="disk,disk-python-writer,tmpfs,mock")
     ap.add_argument("--serve-mock", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_mock:
@@ -171,7 +201,10 @@ def main() -> int:
     )
     assert mock.stdout is not None and mock.stdin is not None
     mock_address = mock.stdout.readline().strip()
-    sides = ("disk", "disk-python-writer", "tmpfs", "mock")
+    sides = tuple(args.sides.split(","))
+    unknown = set(sides) - {"disk", "disk-python-writer", "tmpfs", "mock"}
+    if unknown:
+        ap.error(f"unknown sides {sorted(unknown)}")
     rounds: list[dict[str, object]] = []
     try:
         for r in range(args.rounds):
@@ -179,7 +212,7 @@ def main() -> int:
             for side in sides if r % 2 == 0 else tuple(reversed(sides)):
                 if side == "mock":
                     round_trips(mock_address, requests[:300])
-                    row[side] = round_trips(mock_address, requests)
+                    row[side] = round_trips(mock_address, requests, mock.pid)
                     continue
                 base = "/dev/shm" if side == "tmpfs" else None
                 writer = "python" if side == "disk-python-writer" else "c"
@@ -187,7 +220,11 @@ def main() -> int:
                     row[side] = _tidelake(Path(tmp) / "data", requests, writer)
             rounds.append(row)
             print(
-                f"round {r}: " + ", ".join(f"{s} p50 {row[s]['p50_ms']:.3f} ms" for s in sides),  # type: ignore[index]
+                f"round {r}: "
+                + ", ".join(
+                    f"{s} p50 {row[s]['p50_ms']:.3f} ms cpu {row[s]['server_cpu_us']:.0f} us"  # type: ignore[index]
+                    for s in sides
+                ),
                 flush=True,
             )
     finally:
@@ -196,12 +233,12 @@ def main() -> int:
     medians = {
         side: {
             q: statistics.median(row[side][q] for row in rounds)  # type: ignore[index]
-            for q in ("p50_ms", "p90_ms", "p99_ms", "mean_ms")
+            for q in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "server_cpu_us")
         }
         for side in sides
     }
     print(f"\none Produce in flight ({args.requests} requests, medians of {args.rounds} rounds)")
-    print(f"{'':34s}{'p50 ms':>10s}{'p90 ms':>10s}{'p99 ms':>10s}")
+    print(f"{'':34s}{'p50 ms':>10s}{'p90 ms':>10s}{'p99 ms':>10s}{'server CPU us/req':>19s}")
     names = {
         "disk": "tidelake, disk",
         "disk-python-writer": "tidelake, disk, Python WAL writer",
@@ -210,7 +247,10 @@ def main() -> int:
     }
     for side in sides:
         m = medians[side]
-        print(f"{names[side]:34s}{m['p50_ms']:>10.3f}{m['p90_ms']:>10.3f}{m['p99_ms']:>10.3f}")
+        print(
+            f"{names[side]:34s}{m['p50_ms']:>10.3f}{m['p90_ms']:>10.3f}{m['p99_ms']:>10.3f}"
+            f"{m['server_cpu_us']:>19.0f}"
+        )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "produce_rtt.json"
     result = {
