@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
 from kio.schema.produce.v11.response import (
@@ -65,6 +65,7 @@ _BACKPRESSURE_THROTTLE_MS = 1000
 _MIN_WAIT_S = 1.0  # an fsync'd append is the leader's own write: never time it out sooner
 MOVE_WAIT_S = 5.0  # how long a request waits for a partition moving between brokers
 _NO_TIMEOUT_WAIT_S = 30.0  # acks 0 and 1: Kafka's default request.timeout.ms
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 def no_response(request: ProduceRequest) -> bool:
@@ -164,7 +165,11 @@ async def handle_direct(ctx: RequestContext, request: ProduceRequest) -> Produce
             )
             for name, parts in results
         ),
-        throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms)),
+        throttle_time=(
+            _NO_THROTTLE
+            if not throttle_ms
+            else i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms))
+        ),
     )
 
 
@@ -236,7 +241,8 @@ def _submit(
 async def _settle(slots: list[_Slot], deadline: float) -> None:
     """Wait (until ``deadline``) for every append to be issued and durable;
     leaves a final outcome in every slot. Nothing awaited here is cancelled,
-    by a timeout or by this handler's own cancellation."""
+    by a timeout or by this handler's own cancellation: the partitions'
+    durable futures are watched with callbacks, never awaited."""
     loop = asyncio.get_running_loop()
     issued = [s.outcome for s in slots if isinstance(s.outcome, asyncio.Future)]
     if issued:
@@ -247,30 +253,59 @@ async def _settle(slots: list[_Slot], deadline: float) -> None:
             s.outcome = fut.result() if fut.done() else _timed_out("its records are being checked")
             if not fut.done():
                 fut.add_done_callback(_retrieve)
-    durables = {
-        id(s): s.final().durable
+    pending = [
+        durable
         for s in slots
-        if s.final().error == ErrorCode.none and s.final().durable is not None
-    }
-    if durables:
-        waits = [asyncio.ensure_future(d) for d in durables.values() if d is not None]
-        await asyncio.wait(waits, timeout=max(0.0, deadline - loop.time()))
-        by_slot = dict(zip(durables, waits, strict=True))
-        for s in slots:
-            durable = by_slot.get(id(s))
-            if durable is None:
-                continue
-            out = s.final()
-            if not durable.done():
-                durable.add_done_callback(_retrieve)
-                s.outcome = _timed_out("the append is not durable yet")
-            elif durable.cancelled() or durable.exception() is not None:
-                error = "cancelled" if durable.cancelled() else durable.exception()
-                s.outcome = AppendOutcome(
-                    ErrorCode.kafka_storage_error,
-                    log_start_offset=out.log_start_offset,
-                    message=f"append failed: {error}",
-                )
+        if (durable := s.final().durable_future) is not None
+        and not durable.done()
+        and s.final().error == ErrorCode.none
+    ]
+    if pending:
+        await _all_done(loop, pending, deadline)
+    for s in slots:
+        out = s.final()
+        durable = out.durable_future
+        if durable is None or out.error != ErrorCode.none:
+            continue
+        if not durable.done():
+            durable.add_done_callback(_retrieve)
+            s.outcome = _timed_out("the append is not durable yet")
+        elif durable.cancelled() or durable.exception() is not None:
+            error = "cancelled" if durable.cancelled() else durable.exception()
+            s.outcome = AppendOutcome(
+                ErrorCode.kafka_storage_error,
+                log_start_offset=out.log_start_offset,
+                message=f"append failed: {error}",
+            )
+
+
+async def _all_done(
+    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[int]], deadline: float
+) -> None:
+    """Until every one of ``futures`` is done, or ``deadline``: one waiter
+    and one timer for the request (``asyncio.wait`` costs a future, a timer
+    and a set per call, and a shield per future to keep them uncancelled)."""
+    waiter: asyncio.Future[None] = loop.create_future()
+    left = len(futures)
+
+    def one_done(_fut: asyncio.Future[int]) -> None:
+        nonlocal left
+        left -= 1
+        if not left and not waiter.done():
+            waiter.set_result(None)
+
+    for fut in futures:
+        fut.add_done_callback(one_done)
+    timer = loop.call_at(deadline, _expire, waiter)
+    try:
+        await waiter  # cancelling the handler cancels the waiter alone
+    finally:
+        timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
@@ -293,12 +328,15 @@ def _response(slot: _Slot) -> PartitionProduceResponse:
     append_time = None
     if ok and out.log_append_time >= 0:
         append_time = datetime.datetime.fromtimestamp(out.log_append_time / 1000, datetime.UTC)
+    # the values are the log's own offsets and the request's partition index
+    # (read as an int32): kio's phantom types, plain ints at run time, need
+    # no range check (i32(...) costs an isinstance walk per field)
     return PartitionProduceResponse(
-        index=i32(slot.index),
+        index=cast(i32, slot.index),
         error_code=out.error,
-        base_offset=i64(out.base_offset if ok else -1),
+        base_offset=cast(i64, out.base_offset if ok else -1),
         log_append_time=append_time,  # type: ignore[arg-type]
-        log_start_offset=i64(out.log_start_offset),
+        log_start_offset=cast(i64, out.log_start_offset),
         record_errors=(),
         error_message=out.message,
     )

@@ -64,17 +64,15 @@ DEFAULT_MAX_INFLATED_BYTES = 100 * 1024 * 1024
 """How far a batch may inflate (or max.message.bytes, if larger): the broker's
 default ``socket.request.max.bytes``, as records that big could not have been
 sent uncompressed."""
-_LONG_MAX = (1 << 63) - 1
 
 
 def _timestamp_error(cfg: TopicConfig, stats: list[RecordStats], now: int) -> str | None:
     """message.timestamp.{before,after,difference}.max.ms, as Kafka checks them
     for CreateTime topics (only when set below their unbounded default)."""
-    diff = cfg.get_int("message.timestamp.difference.max.ms")
-    before = min(diff, cfg.get_int("message.timestamp.before.max.ms"))
-    after = min(diff, cfg.get_int("message.timestamp.after.max.ms"))
-    if before >= _LONG_MAX and after >= _LONG_MAX:
+    bounds = cfg.timestamp_bounds
+    if bounds is None:
         return None
+    before, after = bounds
     lo = min(s.min_timestamp for s in stats)
     hi = max(s.max_timestamp for s in stats)
     if now - lo > before:
@@ -84,16 +82,11 @@ def _timestamp_error(cfg: TopicConfig, stats: list[RecordStats], now: int) -> st
     return None
 
 
-def _unshared(fut: asyncio.Future[int] | None, base_offset: int = -1) -> asyncio.Future[int]:
-    """A future that follows ``fut`` but whose cancellation leaves ``fut``
-    alone: the partition keeps ``fut`` for duplicate detection, and a produce
-    handler cancelled by its client's disconnect must not cancel it (a retry
-    would get the cancelled future back)."""
-    if fut is None:  # a batch known from before a restart: durable
-        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        done.set_result(base_offset)
-        return done
-    return asyncio.shield(fut)
+def _durable_now(base_offset: int) -> asyncio.Future[int]:
+    """The durable future of a batch known from before a restart: resolved."""
+    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    done.set_result(base_offset)
+    return done
 
 
 @dataclass(slots=True)
@@ -103,8 +96,19 @@ class AppendOutcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
-    durable: Awaitable[int] | None = None  # resolves when acknowledged-safe
+    # The partition's own future of the append (resolves when acknowledged-
+    # safe): it is kept for duplicate detection, so it must never be
+    # cancelled. Watch it with callbacks, or await ``durable``.
+    durable_future: asyncio.Future[int] | None = None
     throttled: bool = False  # refused for backpressure: the client should back off
+
+    @property
+    def durable(self) -> Awaitable[int] | None:
+        """What to await for durability: the append's future behind a shield,
+        so that a cancelled waiter (a client's disconnect) leaves it alone; a
+        retry of the batch would otherwise get a cancelled future back."""
+        fut = self.durable_future
+        return None if fut is None else asyncio.shield(fut)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +360,9 @@ class PartitionLog:
                     dup.base_offset,
                     -1,
                     self.log_start_offset,
-                    durable=_unshared(dup.done, dup.base_offset),
+                    durable_future=(
+                        dup.done if dup.done is not None else _durable_now(dup.base_offset)
+                    ),
                 )
         base = self.stream.next_offset
         count = sum(h.count for h in headers)
@@ -397,7 +403,7 @@ class PartitionLog:
         self._note_batch(base, base + count, len(buf), max_ts)
         self.appended_bytes += len(buf)
         return AppendOutcome(
-            ErrorCode.none, base, append_time, self.log_start_offset, durable=_unshared(fut)
+            ErrorCode.none, base, append_time, self.log_start_offset, durable_future=fut
         )
 
     def write_marker(
@@ -443,7 +449,7 @@ class PartitionLog:
         self._note_batch(base, base + 1, len(buf), now)
         self.appended_bytes += len(buf)
         return AppendOutcome(
-            ErrorCode.none, base, -1, self.log_start_offset, durable=_unshared(fut)
+            ErrorCode.none, base, -1, self.log_start_offset, durable_future=fut
         )
 
     def _note_batch(self, base: int, end: int, size: int, max_ts: int) -> None:

@@ -336,6 +336,9 @@ class TopicConfigRegistry:
         return self.defs.keys()
 
 
+_UNBOUNDED_MS = (1 << 63) - 1
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     """A topic's effective configuration: its overrides over the defaults.
@@ -394,6 +397,19 @@ class TopicConfig:
     def get_float(self, name: str) -> float:
         v = self.get(name)
         return float(v) if v is not None else 0.0
+
+    @cached_property
+    def timestamp_bounds(self) -> tuple[int, int] | None:
+        """How far (ms) a CreateTime record may be before and after the
+        broker's clock (message.timestamp.{before,after,difference}.max.ms),
+        or None when both are unbounded, the default: the produce path reads
+        this per append."""
+        diff = self.get_int("message.timestamp.difference.max.ms")
+        before = min(diff, self.get_int("message.timestamp.before.max.ms"))
+        after = min(diff, self.get_int("message.timestamp.after.max.ms"))
+        if before >= _UNBOUNDED_MS and after >= _UNBOUNDED_MS:
+            return None
+        return before, after
 
     @cached_property
     def log_append_time(self) -> bool:
