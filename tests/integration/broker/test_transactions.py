@@ -187,12 +187,14 @@ def test_a_transaction_open_past_its_timeout_is_aborted(tidelake: TidelakeProces
     bs = tidelake.bootstrap
     topic = unique("txn-timeout")
     create_topic(bs, topic, partitions=1)
-    slow = producer(bs, unique("tid"), **{"transaction.timeout.ms": 1000})
+    # 3 s: long enough that the transaction is surely still open when first
+    # looked at, on a loaded 2-core CI machine (1 s was not)
+    slow = producer(bs, unique("tid"), **{"transaction.timeout.ms": 3000})
     slow.begin_transaction()
     slow.produce(topic, value=b"too-late", partition=0)
     slow.flush(10)
     assert offsets(bs, topic, 0, IsolationLevel.READ_COMMITTED) == 0
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     while offsets(bs, topic, 0, IsolationLevel.READ_COMMITTED) == 0:
         assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
         time.sleep(0.1)
