@@ -75,8 +75,14 @@ class Compression:
     ZSTD = 4
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BatchHeader:
+    """A v2 record batch's header fields, as read (treat it as read-only).
+
+    Not a frozen dataclass: one is read per batch on every produce, fetch
+    and scan, and a frozen dataclass's ``__init__`` (``object.__setattr__``
+    per field) took 2.7 us for these 14 fields here, a plain one 0.5 us."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
