@@ -77,7 +77,7 @@ def lz4_batch(records: int, size: int) -> bytes:
     return bytes(out)
 
 
-def frames(count: int, records: int, size: int) -> list[bytes]:
+def frames(count: int, records: int, size: int, partitions: int = _PARTITIONS) -> list[bytes]:
     batch = lz4_batch(records, size)
     request = ProduceRequest(
         transactional_id=None,
@@ -87,7 +87,7 @@ def frames(count: int, records: int, size: int) -> list[bytes]:
             TopicProduceData(
                 name=TopicName(_TOPIC),
                 partition_data=tuple(
-                    PartitionProduceData(index=i32(p), records=batch) for p in range(_PARTITIONS)
+                    PartitionProduceData(index=i32(p), records=batch) for p in range(partitions)
                 ),
             ),
         ),
