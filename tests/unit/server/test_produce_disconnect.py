@@ -14,31 +14,22 @@ from pathlib import Path
 import pytest
 
 from ingest.broker import Broker
-from ingest.config import BrokerConfig
 from ingest.log.partition import PartitionLog
-from ingest.metadata import SqliteMetadataStore
 from ingest.protocol.errors import ErrorCode
-from ingest.s3stream import S3StreamConfig, open_engine
-from ingest.s3stream.objectstore import MemoryObjectStore
 from ingest.server.dispatcher import Dispatcher
-from tests.unit.server.test_produce_order import _TOPIC, _Conn, _frame, _outcome
+from tests.unit.server.test_produce_order import (
+    _TOPIC,
+    _Conn,
+    _frame,
+    _outcome,
+    single_topic_broker,
+)
 
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = S3StreamConfig.model_validate(
-        {"wal_dir": tmp_path / "wal", "wal_segment_bytes": 1 << 20, "upload_interval_ms": 60_000}
-    )
-    metadata = SqliteMetadataStore(tmp_path / "meta.db")
-    engine = open_engine(config, metadata, MemoryObjectStore())
-    b = Broker(BrokerConfig(port=0), metadata, engine)
-    await engine.start()
-    await b.logs.load()
-    await b.logs.create_topic(_TOPIC, 1, 1, {})
-    try:
+    async with single_topic_broker(tmp_path) as b:
         yield b
-    finally:
-        await engine.close()
 
 
 def _hold_durability(plog: PartitionLog, gate: asyncio.Future[None]) -> asyncio.Event:

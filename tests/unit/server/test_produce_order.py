@@ -11,6 +11,7 @@ import datetime
 import io
 import struct
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,9 @@ class _ClusteredView(SingleBrokerView):
         return True
 
 
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+@asynccontextmanager
+async def single_topic_broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """A broker on a file WAL with the one-partition topic ``_TOPIC``."""
     config = S3StreamConfig.model_validate(
         {"wal_dir": tmp_path / "wal", "wal_segment_bytes": 1 << 20, "upload_interval_ms": 60_000}
     )
@@ -61,11 +63,17 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     await engine.start()
     await b.logs.load()
     await b.logs.create_topic(_TOPIC, 1, 1, {})
-    b.cluster = _ClusteredView(b.cluster.brokers()[0])
     try:
         yield b
     finally:
         await engine.close()
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    async with single_topic_broker(tmp_path) as b:
+        b.cluster = _ClusteredView(b.cluster.brokers()[0])
+        yield b
 
 
 def _frame(correlation_id: int, sequence: int) -> bytes:
