@@ -14,17 +14,11 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.net import free_port
+
 __all__ = ["start_app_server"]
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_app_server(
@@ -32,7 +26,7 @@ def start_app_server(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Run ``code`` (which reads ``sys.argv[1]`` = ``arg`` and ``sys.argv[2]`` =
     the port) and wait until ``GET probe_path`` answers 200."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", code, arg, str(port)], env=env)
     url = f"http://127.0.0.1:{port}"

@@ -19,6 +19,10 @@ from tests.support.net import free_port, wait_for_port
 __all__ = ["TidelakeProcess"]
 
 
+class _PortTaken(RuntimeError):
+    """The broker could not bind a port that was free when it was chosen."""
+
+
 class TidelakeProcess:
     def __init__(
         self,
@@ -31,6 +35,8 @@ class TidelakeProcess:
         http_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self._started = False
+        self._ports_chosen_here = not (kafka_port or registry_port or http_port)
         self.kafka_port = kafka_port or free_port()
         self.registry_port = registry_port or free_port()
         self.http_port = http_port or free_port()
@@ -53,6 +59,26 @@ class TidelakeProcess:
         return f"http://127.0.0.1:{self.http_port}"
 
     def start(self, timeout: float = 60.0) -> TidelakeProcess:
+        """Start and wait for all three listeners. Where this class chose the
+        ports and one was taken in between (another process bound it after
+        ``free_port`` looked), the first start tries again on fresh ports, up
+        to 3 times; a restart keeps the ports its clients know."""
+        for attempt in range(3):
+            try:
+                self._start_once(timeout)
+                self._started = True
+                return self
+            except _PortTaken:
+                if not self._ports_chosen_here or self._started or attempt == 2:
+                    raise
+                self.kafka_port, self.registry_port, self.http_port = (
+                    free_port(),
+                    free_port(),
+                    free_port(),
+                )
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> TidelakeProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.setdefault("TIDELAKE_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
@@ -74,6 +100,7 @@ class TidelakeProcess:
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         self._log = open(self.log_path, "ab")
+        log_start = self._log.tell()
         self.proc = subprocess.Popen(
             cmd,
             stdout=self._log,
@@ -85,9 +112,11 @@ class TidelakeProcess:
         for port in (self.kafka_port, self.registry_port, self.http_port):
             while True:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"tidelake exited with {self.proc.returncode}:\n{self.log_tail()}"
-                    )
+                    self._close_log()
+                    tail = self.log_tail()
+                    this_run = self.log_path.read_bytes()[log_start:]
+                    error = _PortTaken if b"Address already in use" in this_run else RuntimeError
+                    raise error(f"tidelake exited with {self.proc.returncode}:\n{tail}")
                 try:
                     wait_for_port(port, timeout=0.5)
                     break

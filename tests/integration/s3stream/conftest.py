@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,20 +13,16 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
+from tests.support.net import free_port
+
 BUCKET = "tidelake-test"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def moto_server(**env: str) -> Iterator[str]:
     """A moto S3 server on a free 127.0.0.1 port (extra environment ``env``),
     stopped on exit; yields its URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support.net import free_port
 
 __all__ = ["available", "hive_metastore"]
 
@@ -54,19 +55,13 @@ def _compiled(jars: Path) -> Path:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def hive_metastore(state_dir: Path, timeout: float = 90) -> Iterator[str]:
     jars = _pyspark_jars()
     if jars is None:
         raise RuntimeError("pyspark with Hive jars is not installed")
     classes = _compiled(jars)
-    port = _free_port()
+    port = free_port()
     log_path = state_dir / "metastore.log"
     state_dir.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
