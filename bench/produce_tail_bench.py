@@ -22,7 +22,7 @@ kernel runs one) took. Histogram quantiles are bucket upper bounds ("<=").
 Prints a table of medians and writes bench/results/produce_tail.json.
 
     python -m bench.produce_tail_bench [--rounds 3] [--seconds 10] [--rate-mb 20]
-        [--peer unpaced-objects|python-writer] [--payload text|random]
+        [--peer unpaced-objects|python-writer|objects-tmpfs|tmpfs|recycled-wal|no-prefill] [--payload text|random]
 """
 
 from __future__ import annotations
@@ -57,7 +57,19 @@ Buckets = dict[float, float]
 _PEERS = {
     "unpaced-objects": ("objects unpaced", {"TIDELAKE_STORAGE_FILE_OBJECT_WRITEBACK_BYTES": "0"}),
     "python-writer": ("Python WAL writer", {"TIDELAKE_STORAGE_WAL_WRITER": "python"}),
+    # where the disk's share of the tail is: local objects (the embedded
+    # default's object store) on tmpfs, the WAL still on disk; or all of the
+    # data directory on tmpfs (fdatasync costs nothing)
+    "objects-tmpfs": ("objects on tmpfs", {}),
+    "tmpfs": ("all on tmpfs", {}),
+    # a broker past its first segments: its WAL writes into a recycled
+    # segment (written before, so an fdatasync changes no file size)
+    "recycled-wal": ("recycled WAL segment", {}),
+    # without the file WAL's prefill: every record's fdatasync in a new
+    # segment also commits the file's new size
+    "no-prefill": ("WAL prefill off", {"TIDELAKE_STORAGE_WAL_PREFILL_BYTES": "0"}),
 }
+_SHM = Path("/dev/shm")
 
 
 def _buckets(text: str) -> dict[str, Buckets]:
@@ -143,6 +155,17 @@ def _tidelake_round(proc: TidelakeProcess, topic: str, args: argparse.Namespace)
     return row
 
 
+def _spare_segment(wal_dir: Path, size: int = 64 << 20) -> None:
+    """A written, synced segment-sized spare, as a trim leaves one."""
+    wal_dir.mkdir(parents=True)
+    with open(wal_dir / f"{1:020d}.free", "wb") as f:
+        chunk = bytes(1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -159,12 +182,20 @@ def main() -> int:
     peer_label, peer_env = _PEERS[args.peer]
     rounds: list[dict[str, object]] = []
     sides = ("tidelake", "tidelake_peer", "mock")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=_SHM) as shm:
+        if args.peer == "objects-tmpfs":
+            peer_env = {"TIDELAKE_OBJECT_STORE_URL": f"file://{shm}/objects"}
+        peer_dir = Path(shm if args.peer == "tmpfs" else tmp) / "tidelake_peer"
+        if args.peer == "recycled-wal":
+            _spare_segment(peer_dir / "wal")
         procs = {
             side: TidelakeProcess(
-                Path(tmp) / side, env={"TIDELAKE_LOG_LEVEL": "WARNING", **env}
+                data_dir, env={"TIDELAKE_LOG_LEVEL": "WARNING", **env}
             ).start()
-            for side, env in (("tidelake", {}), ("tidelake_peer", peer_env))
+            for side, data_dir, env in (
+                ("tidelake", Path(tmp) / "tidelake", {}),
+                ("tidelake_peer", peer_dir, peer_env),
+            )
         }
         try:
             for r in range(args.rounds):

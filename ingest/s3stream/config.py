@@ -52,6 +52,10 @@ class S3StreamConfig(BaseModel):
     wal_recycled_segments: int = Field(default=2, ge=0)
     """File WAL: trimmed segments kept to be overwritten as new ones rather than
     deleted (a delete's journal commit stalls concurrent fsyncs); 0 deletes them."""
+    wal_prefill_bytes: int = Field(default=1 * _MIB, ge=0)
+    """File WAL: an idle writer keeps the active segment written with zeros this
+    far ahead of its last record, so that a record's fdatasync does not also
+    commit a larger file size (a journal commit); 0 turns it off."""
     wal_writer: Literal["c", "python"] = "c"
     """File WAL: the group-commit writer thread, the C one that never takes the
     GIL (the default; the Python one, with a warning, where it is not built) or

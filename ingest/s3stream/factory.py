@@ -54,5 +54,6 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         config.wal_dir,
         segment_bytes=config.wal_segment_bytes,
         recycled_segments=config.wal_recycled_segments,
+        prefill_bytes=config.wal_prefill_bytes,
         native=file_wal.NATIVE and config.wal_writer == "c",
     )

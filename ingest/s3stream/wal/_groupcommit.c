@@ -11,9 +11,11 @@
  * through an eventfd that the loop watches with add_reader.
  *
  * Protocol (all methods run on the loop thread, holding the GIL):
- *   w = GroupCommit(fd, dir_fd)   takes the active segment's fd and the WAL
+ *   w = GroupCommit(fd, dir_fd, prefill=0, limit=0)
+ *                                 takes the active segment's fd and the WAL
  *                                 directory's fd (both stay the caller's to
- *                                 close at the end; see `fd` below)
+ *                                 close at the end; see `fd` below); with
+ *                                 prefill > 0, see "Prefill" below
  *   w.eventfd                     readable when appends finished
  *   seq = w.submit(header, payload[, new_fd])
  *                                 queue one record (the writer does not see it
@@ -42,6 +44,20 @@
  *   w.syncs                       group commits (fdatasync calls) so far
  *
  * Once a write fails, every later record fails too (the WAL is fenced).
+ *
+ * Prefill: an fdatasync that grows its file must also commit the new size,
+ * a journal commit on ext4: measured on this project's VM disk, 25 KiB
+ * writes synced into a file they extend take p50 0.28 / p99 0.9-1.0 ms,
+ * into bytes written before p50 0.19 / p99 0.44-0.70 ms. A recycled segment
+ * is such bytes; a new one is not. So, when it is idle (nothing kicked), the
+ * writer writes zeros ahead of its file offset in the active segment, one
+ * PREFILL_STEP at a time, each fdatasync'd at once (so the size is committed
+ * then, not by a record's sync), until the file reaches `prefill` bytes past
+ * the offset or `limit` (the segment size). It checks for records between
+ * steps. Only this thread writes the file, so zeros never land on a record;
+ * the records go on at the fd's offset (writev), which pwrite does not move.
+ * The zeros read as the end of the log (a record's CRC covers its position),
+ * and the caller cuts them at close. A failing step only stops prefilling.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -51,6 +67,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +76,7 @@
 #define IOV_MAX 1024
 #endif
 #define MAX_DURATIONS 4096
+#define PREFILL_STEP (256 * 1024)
 
 typedef struct {
     Py_buffer header;
@@ -97,6 +115,9 @@ typedef struct {
     long long good;  /* durable */
     int error;       /* errno of the first failure, 0 if none */
     unsigned long long syncs;
+    long long prefill; /* bytes to keep written ahead of the offset; 0: off */
+    long long limit;   /* never prefill past this size (the segment size) */
+    char *zeros;       /* PREFILL_STEP zero bytes */
     double durations[MAX_DURATIONS];
     int n_durations;
 } GroupCommit;
@@ -178,6 +199,33 @@ static int write_batch(GroupCommit *self, Item *items, Py_ssize_t n, struct iove
     return sync_fd(self->fd);
 }
 
+/* one prefill step on fd (see "Prefill"): 1 if it wrote one, 0 if the file
+ * is ahead enough, -1 if it failed (prefilling stops) */
+static int prefill_step(GroupCommit *self, int fd) {
+    off_t cur = lseek(fd, 0, SEEK_CUR);
+    struct stat st;
+    if (cur < 0 || fstat(fd, &st) != 0)
+        return -1;
+    long long target = (long long)cur + self->prefill;
+    if (target > self->limit)
+        target = self->limit;
+    if ((long long)st.st_size + PREFILL_STEP > target)
+        return 0;
+    size_t left = PREFILL_STEP;
+    off_t at = st.st_size;
+    while (left) {
+        ssize_t w = pwrite(fd, self->zeros + (PREFILL_STEP - left), left, at);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        left -= (size_t)w;
+        at += w;
+    }
+    return sync_fd(fd) == 0 ? 1 : -1;
+}
+
 static void *writer_main(void *arg) {
     GroupCommit *self = (GroupCommit *)arg;
     Item *items = NULL;
@@ -244,6 +292,18 @@ static void *writer_main(void *arg) {
         ssize_t ignored = write(self->efd, &one, sizeof one);
         (void)ignored;
         pthread_mutex_lock(&self->mu);
+        /* idle: write ahead in the active segment, a step at a time */
+        while (self->prefill > 0 && self->taken == self->kicked && !self->closing &&
+               !self->error) {
+            int fd = self->fd;
+            pthread_mutex_unlock(&self->mu);
+            int stepped = prefill_step(self, fd);
+            pthread_mutex_lock(&self->mu);
+            if (stepped < 0)
+                self->prefill = 0;
+            if (stepped <= 0)
+                break;
+        }
     }
     pthread_mutex_unlock(&self->mu);
     free(items);
@@ -255,14 +315,29 @@ static void *writer_main(void *arg) {
 }
 
 static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"fd", "dir_fd", NULL};
+    static char *kwlist[] = {"fd", "dir_fd", "prefill", "limit", NULL};
     int fd, dir_fd;
+    long long prefill = 0, limit = 0;
     if (self->inited) {
         PyErr_SetString(PyExc_RuntimeError, "GroupCommit is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii", kwlist, &fd, &dir_fd))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii|LL", kwlist, &fd, &dir_fd, &prefill,
+                                     &limit))
         return -1;
+    if (prefill < 0 || limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "prefill and limit must not be negative");
+        return -1;
+    }
+    if (prefill > 0) {
+        self->zeros = calloc(1, PREFILL_STEP);
+        if (self->zeros == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    self->prefill = prefill;
+    self->limit = limit;
     self->fd = fd;
     self->dir_fd = dir_fd;
     self->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -315,6 +390,7 @@ static void GroupCommit_dealloc(GroupCommit *self) {
         release_upto(self, self->submitted);
         PyMem_Free(self->entries);
     }
+    free(self->zeros);
     if (self->inited) {
         close(self->efd);
         pthread_mutex_destroy(&self->mu);

@@ -71,6 +71,8 @@ NATIVE = _native is not None
 _HEADER = HEADER
 _SUFFIX = ".wal"
 _SPARE_SUFFIX = ".free"
+_PREFILL_STEP = 256 * 1024  # as in _groupcommit.c
+_PREFILL_ZEROS = bytes(_PREFILL_STEP)
 _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024))
 _MAX_RECORD = 0x7FFFFFFF
 
@@ -95,6 +97,9 @@ class FileWriteAheadLog:
     spans segments; a record larger than it gets a segment of its own).
     ``recycled_segments`` trimmed segments are kept as spares for new ones
     (0 deletes them at once); they cost up to that many segments of disk.
+    ``prefill_bytes``: an idle writer keeps the active segment written (with
+    zeros) that far ahead of its last record, so that a record's fdatasync
+    does not also commit a new file size (0: off; see ``_groupcommit.c``).
     ``native`` picks the C writer thread (``None``: wherever it is built).
     """
 
@@ -104,6 +109,7 @@ class FileWriteAheadLog:
         *,
         segment_bytes: int = 64 * 1024 * 1024,
         recycled_segments: int = 2,
+        prefill_bytes: int = 1 << 20,
         native: bool | None = None,
     ) -> None:
         if native and _native is None:
@@ -113,6 +119,7 @@ class FileWriteAheadLog:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes
         self._max_spares = recycled_segments
+        self._prefill = max(0, prefill_bytes)
         self._spares: list[Path] = []  # trimmed segment files to reuse, oldest first
         self._spare_lock = threading.Lock()  # the writer thread takes, trims give
         self._spare_seq = 0
@@ -310,7 +317,9 @@ class FileWriteAheadLog:
         if self._use_native:
             assert _native is not None
             self._dir_fd = os.open(self._dir, os.O_RDONLY)
-            self._writer = _native.GroupCommit(self._fd, self._dir_fd)
+            self._writer = _native.GroupCommit(
+                self._fd, self._dir_fd, prefill=self._prefill, limit=self._segment_bytes
+            )
             self._loop.add_reader(self._writer.eventfd, self._on_completed)
             return
         self._thread = threading.Thread(
@@ -457,12 +466,37 @@ class FileWriteAheadLog:
         os.fdatasync(self._fd)
         self._syncs += 1
 
+    def _prefill_step(self) -> bool:
+        """One step of writing ahead in the active segment (the C writer's
+        prefill, on the Python writer): True if it wrote one."""
+        fd = self._fd
+        try:
+            target = min(os.lseek(fd, 0, os.SEEK_CUR) + self._prefill, self._segment_bytes)
+            size = os.fstat(fd).st_size
+            if size + _PREFILL_STEP > target:
+                return False
+            os.pwrite(fd, _PREFILL_ZEROS, size)  # a short write: the next step goes on
+            os.fdatasync(fd)
+        except OSError as e:
+            log.warning("WAL prefill stopped: %s", e)
+            self._prefill = 0
+            return False
+        return True
+
     def _run(self) -> None:
         loop = self._loop
         assert loop is not None
         while True:
             with self._cond:
                 while not self._pending and not self._closing:
+                    if self._prefill and self._failed is None:
+                        self._cond.release()  # records queued meanwhile go first
+                        try:
+                            stepped = self._prefill_step()
+                        finally:
+                            self._cond.acquire()
+                        if stepped or self._pending or self._closing:
+                            continue  # a notify during the step was not waited for
                     self._cond.wait()
                 batch = self._pending
                 self._pending = []
