@@ -10,19 +10,10 @@ import pytest
 
 from ingest.errors import StorageError
 from ingest.s3stream.wal import FileWriteAheadLog, WalRecord
-from ingest.s3stream.wal import file as file_wal
 from ingest.s3stream.wal.codec import encode_header, scan_records
 from ingest.s3stream.wal.file import RECORD_HEADER_SIZE
 
-
-@pytest.fixture(autouse=True, params=["c-writer", "python-writer"])
-def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs on both group-commit writer threads (the C one is built
-    with the package: its absence is a failure, not a skip)."""
-    native = request.param == "c-writer"
-    assert file_wal.NATIVE or not native, "ingest.s3stream.wal._groupcommit is not built"
-    monkeypatch.setattr(file_wal, "NATIVE", native)
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("wal_writer")  # every test on both writers
 
 
 async def _recover(wal: FileWriteAheadLog) -> list[WalRecord]:
@@ -60,7 +51,7 @@ async def test_appends_during_a_sync_are_group_committed(tmp_path: Path) -> None
     await wal.close()
 
 
-async def test_appends_of_one_loop_iteration_share_one_sync(tmp_path: Path, writer: str) -> None:
+async def test_appends_of_one_loop_iteration_share_one_sync(tmp_path: Path, wal_writer: str) -> None:
     """All partitions of a request are appended in one go: the C writer waits
     for the end of the loop iteration, so they share one fdatasync."""
     wal = FileWriteAheadLog(tmp_path)
@@ -69,7 +60,7 @@ async def test_appends_of_one_loop_iteration_share_one_sync(tmp_path: Path, writ
         before = wal.syncs
         handles = [wal.append(p, round_, 1, b"r" * 27_000) for p in range(4)]
         await asyncio.gather(*(h.done for h in handles))
-        if writer == "c-writer":
+        if wal_writer == "c-writer":
             assert wal.syncs == before + 1
         else:  # the Python thread needs the GIL first, which batches them too, mostly
             assert before < wal.syncs <= before + 4
@@ -184,11 +175,11 @@ async def test_close_flushes_queued_appends(tmp_path: Path) -> None:
 
 
 async def test_a_failed_write_fails_its_records_and_every_append_after(
-    tmp_path: Path, writer: str
+    tmp_path: Path, wal_writer: str
 ) -> None:
     wal = FileWriteAheadLog(tmp_path)
     await wal.start()
-    assert wal.native == (writer == "c-writer")
+    assert wal.native == (wal_writer == "c-writer")
     await wal.append(1, 0, 1, b"ok").done
     # the active segment's descriptor now refuses writes (as a failing disk would)
     readonly = os.open(tmp_path / "LOCK", os.O_RDONLY)

@@ -12,17 +12,10 @@ from pathlib import Path
 import pytest
 
 from ingest.s3stream.wal import FileWriteAheadLog, WalRecord
-from ingest.s3stream.wal import file as file_wal
 
 _STEP = 256 * 1024
 
-
-@pytest.fixture(autouse=True, params=["c-writer", "python-writer"])
-def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    native = request.param == "c-writer"
-    assert file_wal.NATIVE or not native, "ingest.s3stream.wal._groupcommit is not built"
-    monkeypatch.setattr(file_wal, "NATIVE", native)
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("wal_writer")  # every test on both writers
 
 
 async def _recover(wal: FileWriteAheadLog) -> list[WalRecord]:
