@@ -215,8 +215,8 @@ static int prefill_step(GroupCommit *self, int fd) {
     off_t at = st.st_size;
     while (left) {
         ssize_t w = pwrite(fd, self->zeros + (PREFILL_STEP - left), left, at);
-        if (w < 0) {
-            if (errno == EINTR)
+        if (w <= 0) { /* 0: the file takes no more bytes, as good as a failure */
+            if (w < 0 && errno == EINTR)
                 continue;
             return -1;
         }

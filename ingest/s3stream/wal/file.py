@@ -475,7 +475,8 @@ class FileWriteAheadLog:
             size = os.fstat(fd).st_size
             if size + _PREFILL_STEP > target:
                 return False
-            os.pwrite(fd, _PREFILL_ZEROS, size)  # a short write: the next step goes on
+            if os.pwrite(fd, _PREFILL_ZEROS, size) <= 0:  # short: the next step goes on
+                raise OSError("the segment file takes no more bytes")
             os.fdatasync(fd)
         except OSError as e:
             log.warning("WAL prefill stopped: %s", e)
