@@ -22,7 +22,7 @@ kernel runs one) took. Histogram quantiles are bucket upper bounds ("<=").
 Prints a table of medians and writes bench/results/produce_tail.json.
 
     python -m bench.produce_tail_bench [--rounds 3] [--seconds 10] [--rate-mb 20]
-        [--peer unpaced-objects|python-writer|objects-tmpfs|tmpfs|recycled-wal|no-prefill] [--payload text|random]
+        [--peer unpaced-objects|python-writer|objects-tmpfs|tmpfs|recycled-wal|no-prefill|serial-sync] [--payload text|random]
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ _PEERS = {
     # without the file WAL's prefill: every record's fdatasync in a new
     # segment also commits the file's new size
     "no-prefill": ("WAL prefill off", {"TIDELAKE_STORAGE_WAL_PREFILL_BYTES": "0"}),
+    # one group commit at a time (the C writer's sync depth 1) instead of two
+    "serial-sync": ("WAL sync depth 1", {"TIDELAKE_STORAGE_WAL_SYNC_DEPTH": "1"}),
 }
 _SHM = Path("/dev/shm")
 

@@ -56,6 +56,10 @@ class S3StreamConfig(BaseModel):
     """File WAL: an idle writer keeps the active segment written with zeros this
     far ahead of its last record, so that a record's fdatasync does not also
     commit a larger file size (a journal commit); 0 turns it off."""
+    wal_sync_depth: int = Field(default=2, ge=1, le=4)
+    """File WAL, C writer: group commits in flight at once; the next group is
+    written and its fdatasync started while an earlier one's runs (each is
+    acknowledged after the ones before it); 1: one at a time."""
     wal_writer: Literal["c", "python"] = "c"
     """File WAL: the group-commit writer thread, the C one that never takes the
     GIL (the default; the Python one, with a warning, where it is not built) or

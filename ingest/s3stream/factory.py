@@ -55,5 +55,6 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         segment_bytes=config.wal_segment_bytes,
         recycled_segments=config.wal_recycled_segments,
         prefill_bytes=config.wal_prefill_bytes,
+        sync_depth=config.wal_sync_depth,
         native=file_wal.NATIVE and config.wal_writer == "c",
     )

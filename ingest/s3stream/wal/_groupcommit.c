@@ -11,11 +11,12 @@
  * through an eventfd that the loop watches with add_reader.
  *
  * Protocol (all methods run on the loop thread, holding the GIL):
- *   w = GroupCommit(fd, dir_fd, prefill=0, limit=0)
+ *   w = GroupCommit(fd, dir_fd, prefill=0, limit=0, depth=1)
  *                                 takes the active segment's fd and the WAL
  *                                 directory's fd (both stay the caller's to
  *                                 close at the end; see `fd` below); with
- *                                 prefill > 0, see "Prefill" below
+ *                                 prefill > 0, see "Prefill" below; with
+ *                                 depth > 1, see "Depth" below
  *   w.eventfd                     readable when appends finished
  *   seq = w.submit(header, payload[, new_fd])
  *                                 queue one record (the writer does not see it
@@ -44,6 +45,17 @@
  *   w.syncs                       group commits (fdatasync calls) so far
  *
  * Once a write fails, every later record fails too (the WAL is fenced).
+ *
+ * Depth: with one writer thread, a record queued while a group commit's
+ * fdatasync runs waits for the rest of that sync and then for its own. With
+ * `depth` threads, the next thread writes the next group (in file order: a
+ * write token passes from writev to writev) and starts its fdatasync while
+ * the earlier ones still run; measured on this project's VM disk, two syncs
+ * in flight finish 1.5-1.6x as many 25 KiB group commits a second as one. A
+ * group is still reported durable only after every group before it (a
+ * crash recovers the log up to its first hole), so a record waits for the
+ * longer of the earlier sync and its own, not for their sum. Rolling to a
+ * new segment waits for every sync of the old fd before closing it.
  *
  * Prefill: an fdatasync that grows its file must also commit the new size,
  * a journal commit on ext4: measured on this project's VM disk, 25 KiB
@@ -77,6 +89,7 @@
 #endif
 #define MAX_DURATIONS 4096
 #define PREFILL_STEP (256 * 1024)
+#define MAX_DEPTH 4
 
 typedef struct {
     Py_buffer header;
@@ -94,7 +107,9 @@ typedef struct {
     PyObject_HEAD
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t thread;
+    pthread_t threads[MAX_DEPTH];
+    int n_threads; /* started */
+    int depth;     /* writer threads: group commits that may be in flight at once */
     int inited;
     int running;
     int closing;
@@ -114,6 +129,13 @@ typedef struct {
     long long done;  /* finished by the writer */
     long long good;  /* durable */
     int error;       /* errno of the first failure, 0 if none */
+    int writing;     /* a thread holds the write token (writev, roll, prefill zeros) */
+    int syncing;     /* threads in an fdatasync of the segment fd */
+    /* batches finished out of order, waiting for an earlier one (< depth) */
+    long long fin_start[MAX_DEPTH], fin_end[MAX_DEPTH];
+    int fin_err[MAX_DEPTH];
+    int n_finished;
+    int outstanding; /* batches taken and not yet counted in `done` (<= depth) */
     unsigned long long syncs;
     long long prefill; /* bytes to keep written ahead of the offset; 0: off */
     long long limit;   /* never prefill past this size (the segment size) */
@@ -165,25 +187,38 @@ static int sync_fd(int fd) {
     return 0;
 }
 
-/* write and sync one batch; may switch self->fd (only this thread writes it
- * while running) */
-static int write_batch(GroupCommit *self, Item *items, Py_ssize_t n, struct iovec *iov) {
+/* wait (holding the mutex) until no thread is in an fdatasync of the
+ * segment fd: a thread that rolls the segment closes the old fd only then,
+ * so that no fdatasync can reach a reused fd number */
+static void wait_no_sync(GroupCommit *self) {
+    while (self->syncing)
+        pthread_cond_wait(&self->cv, &self->mu);
+}
+
+/* write one batch (the caller holds the write token, not the mutex): the
+ * records go on at the fd's offset; a record with a new fd first makes what
+ * is before it durable in the old segment (see submit). Returns 0 or an
+ * errno; *fd_out is the fd the batch's last records went to. */
+static int write_batch(GroupCommit *self, Item *items, Py_ssize_t n, struct iovec *iov,
+                       int *fd_out) {
     int k = 0, err;
+    int fd = self->fd; /* only the token holder changes it */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (items[i].new_fd >= 0) {
-            if (k && (err = write_all(self->fd, iov, k)) != 0)
+            if (k && (err = write_all(fd, iov, k)) != 0)
                 return err;
             k = 0;
-            if ((err = sync_fd(self->fd)) != 0)
+            if ((err = sync_fd(fd)) != 0)
                 return err;
             /* the new segment's name must be durable before its records are */
             while (fsync(self->dir_fd) != 0) {
                 if (errno != EINTR)
                     return errno;
             }
-            close(self->fd);
             pthread_mutex_lock(&self->mu);
-            self->fd = items[i].new_fd;
+            wait_no_sync(self);
+            close(fd);
+            fd = self->fd = items[i].new_fd;
             pthread_mutex_unlock(&self->mu);
         }
         for (int j = 0; j < 2; j++) {
@@ -194,14 +229,16 @@ static int write_batch(GroupCommit *self, Item *items, Py_ssize_t n, struct iove
             }
         }
     }
-    if (k && (err = write_all(self->fd, iov, k)) != 0)
+    *fd_out = fd;
+    if (k && (err = write_all(fd, iov, k)) != 0)
         return err;
-    return sync_fd(self->fd);
+    return 0;
 }
 
-/* one prefill step on fd (see "Prefill"): 1 if it wrote one, 0 if the file
- * is ahead enough, -1 if it failed (prefilling stops) */
-static int prefill_step(GroupCommit *self, int fd) {
+/* the zeros of one prefill step on fd (see "Prefill"; the caller holds the
+ * write token): 1 if it wrote them (the caller syncs), 0 if the file is
+ * ahead enough, -1 if it failed (prefilling stops) */
+static int prefill_write(GroupCommit *self, int fd) {
     off_t cur = lseek(fd, 0, SEEK_CUR);
     struct stat st;
     if (cur < 0 || fstat(fd, &st) != 0)
@@ -223,9 +260,56 @@ static int prefill_step(GroupCommit *self, int fd) {
         left -= (size_t)w;
         at += w;
     }
-    return sync_fd(fd) == 0 ? 1 : -1;
+    return 1;
 }
 
+/* record a finished batch [start, end) (holding the mutex): `done` and
+ * `good` only move over a contiguous run of finished batches, so a batch
+ * synced before an earlier one is reported after it, and one after a failed
+ * batch is reported failed */
+static void finish_batch(GroupCommit *self, long long start, long long end, int err,
+                         double took) {
+    if (err) {
+        if (!self->error)
+            self->error = err;
+    } else {
+        self->syncs++;
+        if (self->n_durations < MAX_DURATIONS)
+            self->durations[self->n_durations++] = took;
+    }
+    int slot = self->n_finished++;
+    self->fin_start[slot] = start;
+    self->fin_end[slot] = end;
+    self->fin_err[slot] = err;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int i = 0; i < self->n_finished; i++) {
+            if (self->fin_start[i] != self->done)
+                continue;
+            if (!self->fin_err[i] && self->good == self->done)
+                self->good = self->fin_end[i];
+            self->done = self->fin_end[i];
+            self->outstanding--;
+            self->n_finished--;
+            self->fin_start[i] = self->fin_start[self->n_finished];
+            self->fin_end[i] = self->fin_end[self->n_finished];
+            self->fin_err[i] = self->fin_err[self->n_finished];
+            moved = 1;
+            break;
+        }
+    }
+}
+
+static void signal_loop(GroupCommit *self) {
+    uint64_t one = 1;
+    ssize_t ignored = write(self->efd, &one, sizeof one);
+    (void)ignored;
+}
+
+/* one of `depth` writer threads. A thread takes what is kicked only while it
+ * holds the write token (`writing`), so records reach the file in order;
+ * it gives the token up before its fdatasync, so that the next thread can
+ * write and sync the next batch while this sync runs. */
 static void *writer_main(void *arg) {
     GroupCommit *self = (GroupCommit *)arg;
     Item *items = NULL;
@@ -233,12 +317,15 @@ static void *writer_main(void *arg) {
     Py_ssize_t room = 0;
     pthread_mutex_lock(&self->mu);
     for (;;) {
-        while (self->taken == self->kicked && !self->closing)
-            pthread_cond_wait(&self->cv, &self->mu);
         if (self->closing)
             self->kicked = self->submitted; /* write everything before stopping */
-        if (self->taken == self->kicked)
-            break; /* closing, and nothing left */
+        if (self->taken == self->kicked && self->closing)
+            break;
+        if (self->taken == self->kicked || self->writing ||
+            self->outstanding >= self->depth) {
+            pthread_cond_wait(&self->cv, &self->mu);
+            continue;
+        }
         long long start = self->taken, end = self->kicked;
         Py_ssize_t n = (Py_ssize_t)(end - start);
         int err = self->error;
@@ -266,65 +353,87 @@ static void *writer_main(void *arg) {
             }
         }
         self->taken = end;
+        self->writing = 1;
+        self->outstanding++;
         pthread_mutex_unlock(&self->mu);
 
         double started = now_s();
+        int fd = -1;
         if (!err)
-            err = write_batch(self, items, n, iov);
-        double took = now_s() - started;
+            err = write_batch(self, items, n, iov, &fd);
 
         pthread_mutex_lock(&self->mu);
-        if (err) {
-            if (!self->error)
-                self->error = err;
-        } else {
-            self->good = end;
-            self->syncs++;
-            if (self->n_durations < MAX_DURATIONS)
-                self->durations[self->n_durations++] = took;
-        }
-        self->done = end;
-        /* busy, the writer goes on with whatever came meanwhile; only an idle
-         * one waits for the next kick */
-        self->kicked = self->submitted;
+        self->writing = 0;
+        if (!err)
+            self->syncing++;
+        pthread_cond_broadcast(&self->cv); /* the token is free */
         pthread_mutex_unlock(&self->mu);
-        uint64_t one = 1;
-        ssize_t ignored = write(self->efd, &one, sizeof one);
-        (void)ignored;
-        pthread_mutex_lock(&self->mu);
-        /* idle: write ahead in the active segment, a step at a time */
-        while (self->prefill > 0 && self->taken == self->kicked && !self->closing &&
-               !self->error) {
-            int fd = self->fd;
-            pthread_mutex_unlock(&self->mu);
-            int stepped = prefill_step(self, fd);
+        if (!err) {
+            err = sync_fd(fd);
             pthread_mutex_lock(&self->mu);
+            self->syncing--;
+        } else {
+            pthread_mutex_lock(&self->mu);
+        }
+        double took = now_s() - started;
+        finish_batch(self, start, end, err, took);
+        /* busy, the writers go on with whatever came meanwhile; only idle ones
+         * wait for the next kick */
+        self->kicked = self->submitted;
+        pthread_cond_broadcast(&self->cv);
+        pthread_mutex_unlock(&self->mu);
+        signal_loop(self);
+        pthread_mutex_lock(&self->mu);
+        /* idle (no sync in flight either: a record's sync must not find a new
+         * size to commit): write ahead in the active segment, a step at a time */
+        while (self->prefill > 0 && self->taken == self->kicked && !self->writing &&
+               !self->syncing && !self->closing && !self->error) {
+            int pfd = self->fd;
+            self->writing = 1;
+            pthread_mutex_unlock(&self->mu);
+            int stepped = prefill_write(self, pfd);
+            pthread_mutex_lock(&self->mu);
+            self->writing = 0;
+            if (stepped > 0)
+                self->syncing++;
+            pthread_cond_broadcast(&self->cv);
+            if (stepped > 0) {
+                pthread_mutex_unlock(&self->mu);
+                if (sync_fd(pfd) != 0)
+                    stepped = -1;
+                pthread_mutex_lock(&self->mu);
+                self->syncing--;
+                pthread_cond_broadcast(&self->cv);
+            }
             if (stepped < 0)
                 self->prefill = 0;
             if (stepped <= 0)
                 break;
         }
     }
+    pthread_cond_broadcast(&self->cv);
     pthread_mutex_unlock(&self->mu);
     free(items);
     free(iov);
-    uint64_t one = 1;
-    ssize_t ignored = write(self->efd, &one, sizeof one);
-    (void)ignored;
+    signal_loop(self);
     return NULL;
 }
 
 static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"fd", "dir_fd", "prefill", "limit", NULL};
-    int fd, dir_fd;
+    static char *kwlist[] = {"fd", "dir_fd", "prefill", "limit", "depth", NULL};
+    int fd, dir_fd, depth = 1;
     long long prefill = 0, limit = 0;
     if (self->inited) {
         PyErr_SetString(PyExc_RuntimeError, "GroupCommit is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii|LL", kwlist, &fd, &dir_fd, &prefill,
-                                     &limit))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ii|LLi", kwlist, &fd, &dir_fd, &prefill,
+                                     &limit, &depth))
         return -1;
+    if (depth < 1 || depth > MAX_DEPTH) {
+        PyErr_Format(PyExc_ValueError, "depth must be 1 to %d", MAX_DEPTH);
+        return -1;
+    }
     if (prefill < 0 || limit < 0) {
         PyErr_SetString(PyExc_ValueError, "prefill and limit must not be negative");
         return -1;
@@ -347,14 +456,21 @@ static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
     }
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->cv, NULL);
+    self->depth = depth;
     self->inited = 1;
-    int rc = pthread_create(&self->thread, NULL, writer_main, self);
-    if (rc != 0) {
-        errno = rc;
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
     self->running = 1;
+    for (int i = 0; i < depth; i++) {
+        int rc = pthread_create(&self->threads[i], NULL, writer_main, self);
+        if (rc != 0) {
+            if (self->n_threads > 0)
+                break; /* go on with the threads started */
+            self->running = 0;
+            errno = rc;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        self->n_threads++;
+    }
     return 0;
 }
 
@@ -376,10 +492,11 @@ static void stop_thread(GroupCommit *self) {
         return;
     pthread_mutex_lock(&self->mu);
     self->closing = 1;
-    pthread_cond_signal(&self->cv);
+    pthread_cond_broadcast(&self->cv);
     pthread_mutex_unlock(&self->mu);
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(self->thread, NULL);
+    for (int i = 0; i < self->n_threads; i++)
+        pthread_join(self->threads[i], NULL);
     Py_END_ALLOW_THREADS
     self->running = 0;
 }
@@ -449,10 +566,9 @@ static PyObject *GroupCommit_kick(GroupCommit *self, PyObject *Py_UNUSED(ignored
     CHECK_INITED(self);
     pthread_mutex_lock(&self->mu);
     if (self->kicked != self->submitted) {
-        /* an idle writer waits for this; a busy one takes it after its sync */
-        if (self->taken == self->kicked)
-            pthread_cond_signal(&self->cv);
+        /* an idle writer waits for this; busy ones take it after their sync */
         self->kicked = self->submitted;
+        pthread_cond_signal(&self->cv);
     }
     pthread_mutex_unlock(&self->mu);
     Py_RETURN_NONE;

@@ -67,6 +67,8 @@ except ImportError:  # not built: the Python writer thread
     _native = None
 
 NATIVE = _native is not None
+# group commits the C writer keeps in flight at once (``sync_depth=None``)
+SYNC_DEPTH = 2
 
 _HEADER = HEADER
 _SUFFIX = ".wal"
@@ -101,6 +103,9 @@ class FileWriteAheadLog:
     zeros) that far ahead of its last record, so that a record's fdatasync
     does not also commit a new file size (0: off; see ``_groupcommit.c``).
     ``native`` picks the C writer thread (``None``: wherever it is built).
+    ``sync_depth``: the C writer's threads, so that many group commits can be
+    in flight at once, each reported durable after those before it (``None``:
+    ``SYNC_DEPTH``; 1: one at a time; the Python writer is always 1).
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class FileWriteAheadLog:
         recycled_segments: int = 2,
         prefill_bytes: int = 1 << 20,
         native: bool | None = None,
+        sync_depth: int | None = None,
     ) -> None:
         if native and _native is None:
             raise StorageError("the C WAL writer (ingest.s3stream.wal._groupcommit) is not built")
@@ -120,6 +126,9 @@ class FileWriteAheadLog:
         self._segment_bytes = segment_bytes
         self._max_spares = recycled_segments
         self._prefill = max(0, prefill_bytes)
+        self._sync_depth = SYNC_DEPTH if sync_depth is None else sync_depth
+        if not 1 <= self._sync_depth <= 4:
+            raise StorageError(f"WAL sync depth {self._sync_depth} is not 1 to 4")
         self._spares: list[Path] = []  # trimmed segment files to reuse, oldest first
         self._spare_lock = threading.Lock()  # the writer thread takes, trims give
         self._spare_seq = 0
@@ -318,7 +327,11 @@ class FileWriteAheadLog:
             assert _native is not None
             self._dir_fd = os.open(self._dir, os.O_RDONLY)
             self._writer = _native.GroupCommit(
-                self._fd, self._dir_fd, prefill=self._prefill, limit=self._segment_bytes
+                self._fd,
+                self._dir_fd,
+                prefill=self._prefill,
+                limit=self._segment_bytes,
+                depth=self._sync_depth,
             )
             self._loop.add_reader(self._writer.eventfd, self._on_completed)
             return
