@@ -11,7 +11,13 @@ start-up, reported on its own row: see ``broker_bench._warm_up``).
 Prints medians and Tidelake/mock ratios and writes
 bench/results/produce_peer.json.
 
+``--variant KEY=VALUE`` (repeatable) adds a second ``tidelake serve`` with
+those environment settings (``TIDELAKE_STORAGE_WAL_SYNC_DEPTH=1``, say) to
+every round, in the rotation: a setting is judged against the default in
+the same run, not across runs of a host whose speed drifts.
+
     python -m bench.produce_peer_bench [--rounds 3] [--messages 300000]
+        [--variant KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -45,10 +51,17 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--latency-rate-mb", type=float, default=20.0)
     ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
+    variant = dict(v.split("=", 1) for v in args.variant)
     rounds: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         proc = TidelakeProcess(Path(tmp) / "data", env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
+        other = None
+        if variant:
+            other = TidelakeProcess(
+                Path(tmp) / "variant", env={"TIDELAKE_LOG_LEVEL": "WARNING", **variant}
+            ).start()
         try:
             for r in range(args.rounds):
                 throughput_topic, latency_topic = f"peer-throughput-{r}", f"peer-latency-{r}"
@@ -57,10 +70,18 @@ def main() -> int:
                 row: dict[str, object] = {"round": r, "load_before": _load()}
                 # alternate which goes first, so a drift in the machine's load
                 # does not always favour the same side
-                order = ("tidelake", "mock") if r % 2 == 0 else ("mock", "tidelake")
+                sides = ["tidelake", "mock"] + (["variant"] if other else [])
+                order = sides[r % len(sides) :] + sides[: r % len(sides)]
                 for side in order:
-                    bootstrap = proc.bootstrap if side == "tidelake" else "127.0.0.1:1"
-                    extra = None if side == "tidelake" else _MOCK
+                    if other is not None and side == "variant":
+                        _create_topic(other.bootstrap, throughput_topic, _PARTITIONS)
+                        _create_topic(other.bootstrap, latency_topic, _PARTITIONS)
+                    bootstrap = {
+                        "tidelake": proc.bootstrap,
+                        "variant": other.bootstrap if other else "",
+                        "mock": "127.0.0.1:1",
+                    }[side]
+                    extra = _MOCK if side == "mock" else None
                     row[f"{side}_throughput"] = produce_throughput(
                         bootstrap, throughput_topic, args.messages, args.size, extra
                     )
@@ -78,14 +99,22 @@ def main() -> int:
                 tl, ml = row["tidelake_latency"], row["mock_latency"]
                 assert isinstance(t, dict) and isinstance(m, dict)
                 assert isinstance(tl, dict) and isinstance(ml, dict)
+                vt, vl = row.get("variant_throughput"), row.get("variant_latency")
+                shown = (
+                    f" | variant {vt['mb_per_s']:.1f} MB/s p99 {vl['p99_ms']:.2f} ms"
+                    if isinstance(vt, dict) and isinstance(vl, dict)
+                    else ""
+                )
                 print(
                     f"round {r}: tidelake {t['mb_per_s']:.1f} MB/s p99 {tl['p99_ms']:.2f} ms | "
-                    f"mock {m['mb_per_s']:.1f} MB/s p99 {ml['p99_ms']:.2f} ms | "
+                    f"mock {m['mb_per_s']:.1f} MB/s p99 {ml['p99_ms']:.2f} ms{shown} | "
                     f"load {row['load_before']:.1f}-{row['load_after']:.1f}",
                     flush=True,
                 )
         finally:
             proc.stop()
+            if other is not None:
+                other.stop()
 
     def median(key: str, field: str) -> float:
         return statistics.median(float(r[key][field]) for r in rounds)  # type: ignore[index]
@@ -105,6 +134,15 @@ def main() -> int:
         ],
     }
     summary["throughput_ratio"] = summary["tidelake_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+    if variant:
+        summary["variant"] = variant
+        for key, side, field in (
+            ("variant_mb_per_s", "variant_throughput", "mb_per_s"),
+            ("variant_p50_ms", "variant_latency", "p50_ms"),
+            ("variant_p99_ms", "variant_latency", "p99_ms"),
+        ):
+            summary[key] = median(side, field)
+        summary["variant_throughput_ratio"] = summary["variant_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
     result = {
         "benchmark": "produce_peer",
         "machine_cores": os.cpu_count(),
@@ -134,6 +172,13 @@ def main() -> int:
         f"first message (start-up)  {summary['tidelake_first_message_ms']:>10.2f} ms "
         f"{summary['mock_first_message_ms']:>9.2f} ms  (not in the rows above)"
     )
+    if variant:
+        label = " ".join(f"{k}={v}" for k, v in variant.items())
+        print(
+            f"variant ({label}): {summary['variant_mb_per_s']:.1f} MB/s "
+            f"({summary['variant_throughput_ratio']:.2f}x the mock), "
+            f"p50 {summary['variant_p50_ms']:.2f} ms, p99 {summary['variant_p99_ms']:.2f} ms"
+        )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "produce_peer.json"
     out.write_text(json.dumps(result, indent=2))
