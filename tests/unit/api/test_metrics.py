@@ -53,6 +53,29 @@ def test_accepted_produce_counts_bytes_and_records_per_partition() -> None:
     assert _sample(registry, "tidelake_kafka_request_seconds_count", api="produce") == 1
 
 
+def test_partition_traffic_adds_up_and_is_exposed_as_counters() -> None:
+    registry = CollectorRegistry()
+    metrics = KafkaRequestMetrics(registry, lambda _id: None)
+    batch = build_batch([(None, b"v", [], 0), (None, b"w", [], 0)])
+    for _ in range(3):
+        metrics.observe(0, 0.001, *_produce(batch, 0))
+    assert _sample(registry, "tidelake_topic_records_in_total", topic="t", partition="0") == 6
+    assert _sample(registry, "tidelake_topic_bytes_in_total", topic="t", partition="0") == 3 * len(
+        batch
+    )
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    for name in (
+        "tidelake_topic_bytes_in",
+        "tidelake_topic_records_in",
+        "tidelake_topic_bytes_out",
+    ):
+        assert families[name].type == "counter"
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        KafkaRequestMetrics(registry, lambda _id: None)  # one set of these names per registry
+
+
 def test_refused_produce_counts_the_error_code_and_no_records() -> None:
     registry = CollectorRegistry()
     metrics = KafkaRequestMetrics(registry, lambda _id: None)
