@@ -126,6 +126,55 @@ def test_records_larger_than_a_chunk_are_walked_across_chunks() -> None:
     assert (fast[0].min_timestamp, fast[0].max_timestamp, fast[1]) == (5, 9, False)
 
 
+def _small_lz4(records: list[Rec], body: bytes | None = None) -> bytes:
+    raw = build_batch(records)[BATCH_HEADER_SIZE:]
+    compressed = _compress(Compression.LZ4, raw) if body is None else body
+    return _with_body(build_batch(records), compressed, Compression.LZ4)
+
+
+def test_a_small_lz4_batch_is_inflated_in_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a latency-bound producer's batch: decided by C without the chunked inflate
+    records: list[Rec] = [(b"k%d" % i, b"v" * 1000, [], 100 + i) for i in range(27)]
+    batch = _small_lz4(records)
+    assert len(batch) - BATCH_HEADER_SIZE <= record_scan._ONE_PIECE_LZ4
+
+    def chunked(*_args: object) -> None:
+        raise AssertionError("the chunked inflate was used")
+
+    monkeypatch.setattr(record_scan, "inflate", chunked)
+    [h] = split_batches(memoryview(batch))
+    assert record_scan.SCANNER is not None
+    fast = scan_fast(memoryview(batch), h, 1 << 62, record_scan.SCANNER)
+    assert fast is not None
+    assert (fast[0].min_timestamp, fast[0].max_timestamp, fast[1]) == (100, 126, False)
+    with pytest.raises(InflatedTooLargeError):  # the limit holds on this path too
+        check_records(memoryview(batch), h, 20_000)
+
+
+def test_small_lz4_batches_that_are_not_one_piece_agree_with_the_python_walk() -> None:
+    records: list[Rec] = [(b"a", b"x" * 500, [], 3), (b"b", b"y" * 500, [], 8)]
+    raw = build_batch(records)[BATCH_HEADER_SIZE:]
+    cut = len(raw) // 2
+    # two frames, one after the other (each frame's records in one piece)
+    two_frames = _compress(Compression.LZ4, raw[:cut]) + _compress(Compression.LZ4, raw[cut:])
+    # a whole frame, then bytes that are no frame
+    trailing = _compress(Compression.LZ4, raw) + b"\x01\x02\x03"
+    # small, but inflating past one chunk
+    big: list[Rec] = [(b"z", b"\0" * (600 * 1024), [], 11)]
+    for batch, limit in (
+        (_small_lz4(records, two_frames), 1 << 62),
+        (_small_lz4(records, trailing), 1 << 62),
+        (_small_lz4(big), 1 << 62),
+        (_small_lz4(big), 300 * 1024),
+    ):
+        assert len(batch) - BATCH_HEADER_SIZE <= record_scan._ONE_PIECE_LZ4
+        expected = _outcome(validate_records, batch, limit)
+        assert _outcome(check_records, batch, limit) == expected
+    assert _outcome(check_records, _small_lz4(records, two_frames), 1 << 62).max_timestamp == 8
+    assert _outcome(check_records, _small_lz4(big), 1 << 62).min_timestamp == 11
+    assert _outcome(check_records, _small_lz4(big), 300 * 1024)[0] is InflatedTooLargeError
+
+
 def test_a_bomb_is_refused_at_the_limit_by_both_walks() -> None:
     raw = build_batch([(b"k", b"\0" * (8 << 20), [], 1)])[BATCH_HEADER_SIZE:]
     batch = _with_body(build_batch([(b"k", b"", [], 1)]), _compress(Compression.ZSTD, raw), 4)
