@@ -126,7 +126,7 @@ def _lz4_one_piece(body: memoryview | bytes) -> bytes | None:
     path, then the Python walk, decide and word it)."""
     d = LZ4FrameDecompressor()
     try:
-        out = d.decompress(body, max_length=_CHUNK)
+        out: bytes = d.decompress(body, max_length=_CHUNK)
     except Exception:  # noqa: BLE001 - the codec's own error: the other paths word it
         return None
     if not d.eof or d.unused_data:
