@@ -22,7 +22,11 @@ kernel runs one) took. Histogram quantiles are bucket upper bounds ("<=").
 Prints a table of medians and writes bench/results/produce_tail.json.
 
     python -m bench.produce_tail_bench [--rounds 3] [--seconds 10] [--rate-mb 20]
-        [--peer unpaced-objects|python-writer|objects-tmpfs|tmpfs|recycled-wal|no-prefill|serial-sync] [--payload text|random]
+        [--peer unpaced-objects|python-writer|objects-tmpfs|tmpfs|recycled-wal|no-prefill|serial-sync|loop-pinned]
+        [--payload text|random] [--probe-seconds 10]
+
+Before the rounds, ``bench/_wakeup.py`` measures how often each CPU wakes a
+sleeping thread more than 2 ms late (the host's floor under the p99).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._wakeup import late_wakeups  # noqa: E402
 from bench.broker_bench import _create_topic, produce_latency  # noqa: E402
 from tests.support.platform import TidelakeProcess  # noqa: E402
 
@@ -70,6 +75,10 @@ _PEERS = {
     "no-prefill": ("WAL prefill off", {"TIDELAKE_STORAGE_WAL_PREFILL_BYTES": "0"}),
     # one group commit at a time (the C writer's sync depth 1) instead of two
     "serial-sync": ("WAL sync depth 1", {"TIDELAKE_STORAGE_WAL_SYNC_DEPTH": "1"}),
+    # the same broker, its event-loop thread pinned (sched_setaffinity) to
+    # the CPU that woke a sleeping thread late least often in the probe run
+    # before the rounds: how much of the tail is the host's late wake-ups
+    "loop-pinned": ("loop on quietest CPU", {}),
 }
 _SHM = Path("/dev/shm")
 
@@ -180,8 +189,12 @@ def main() -> int:
         help="text: one payload for every message, as produce_peer_bench (lz4 shrinks it "
         "about 25x); random: each message its own random bytes (the disk sees the full rate)",
     )
+    ap.add_argument("--probe-seconds", type=float, default=10.0)
     args = ap.parse_args()
     peer_label, peer_env = _PEERS[args.peer]
+    # the host's own floor, before anything of ours runs
+    wakeups = late_wakeups(args.probe_seconds)
+    quietest = min(wakeups, key=lambda w: (w["late_per_s"], w["late_ms_per_s"]))["cpu"]
     rounds: list[dict[str, object]] = []
     sides = ("tidelake", "tidelake_peer", "mock")
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=_SHM) as shm:
@@ -199,6 +212,12 @@ def main() -> int:
                 ("tidelake_peer", peer_dir, peer_env),
             )
         }
+        if args.peer == "loop-pinned":
+            popen = procs["tidelake_peer"].proc
+            assert popen is not None
+            # the process's main thread is its event loop; its other threads keep their CPUs
+            os.sched_setaffinity(popen.pid, {int(quietest)})
+            peer_label = f"loop on CPU {int(quietest)}"
         try:
             for r in range(args.rounds):
                 topic = f"tail-{r}"
@@ -260,11 +279,18 @@ def main() -> int:
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": vars(args),
         "peer": {"name": args.peer, "label": peer_label, "env": peer_env},
+        "late_wakeups": wakeups,
         "rounds": rounds,
         "medians": summary,
         "targets": {"tidelake_p99_ms": 3.0},
     }
     print()
+    print(f"host, before the rounds ({args.probe_seconds:g} s): wake-ups of a 0.5 ms sleep > 2 ms late")
+    for w in wakeups:
+        print(
+            f"  CPU {int(w['cpu'])}: {w['late_per_s']:.1f}/s, latest {w['late_max_ms']:.1f} ms, "
+            f"{w['late_ms_per_s']:.1f} ms lost per s"
+        )
     print(f"medians of {args.rounds} rounds at {args.rate_mb:g} MB/s        p50 ms    p99 ms  p99.9 ms")
     print(f"client, tidelake                      {summary['tidelake_p50_ms']:>8.2f}  {summary['tidelake_p99_ms']:>8.2f}")
     print(f"client, tidelake, {peer_label:<19} {summary['peer_p50_ms']:>8.2f}  {summary['peer_p99_ms']:>8.2f}")
