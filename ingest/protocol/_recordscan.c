@@ -312,12 +312,46 @@ static PyObject *fields(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* varint_sizes(values, out, zigzag): for each int64 of ``values``, the bytes
+ * of its Avro/protobuf varint encoding (zigzag first when ``zigzag``, else
+ * the value read as unsigned), written as int64 into ``out`` (writable, the
+ * same length). What an Avro encoder writes for a long or a length: the
+ * bulk decoder's check that every body was read to its end (numpy's
+ * searchsorted does it at about 7 ns a value; this at about 1). */
+static PyObject *varint_sizes(PyObject *self, PyObject *args) {
+    Py_buffer in, out;
+    int zigzag;
+    if (!PyArg_ParseTuple(args, "y*w*p", &in, &out, &zigzag))
+        return NULL;
+    if (in.len % (Py_ssize_t)sizeof(int64_t) != 0 || out.len != in.len) {
+        PyBuffer_Release(&in);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "values and out must be int64 arrays of one length");
+        return NULL;
+    }
+    const Py_ssize_t n = in.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *v = (const int64_t *)in.buf;
+    int64_t *o = (int64_t *)out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t z = zigzag ? ((uint64_t)v[i] << 1) ^ (uint64_t)(v[i] >> 63) : (uint64_t)v[i];
+        int bits = 64 - __builtin_clzll(z | 1);
+        o[i] = (bits + 6) / 7;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, pos, index, count, base_ts, lo, hi) -> (pos, index, lo, hi, null_keys) | None"},
     {"starts", starts, METH_VARARGS, "starts(data, count) -> bytes of int64 record starts"},
     {"gather", gather, METH_VARARGS, "gather(data, starts, lengths) -> bytes"},
     {"fields", fields, METH_VARARGS, "fields(data, starts) -> bytes of six int64 columns | None"},
+    {"varint_sizes", varint_sizes, METH_VARARGS,
+     "varint_sizes(values, out, zigzag) -> None: each int64's varint length into out"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,3 +18,6 @@ def gather(
 def fields(
     data: bytes | bytearray | memoryview, starts: bytes | bytearray | memoryview, /
 ) -> bytes | None: ...
+def varint_sizes(
+    values: bytes | bytearray | memoryview, out: bytearray | memoryview, zigzag: bool, /
+) -> None: ...
