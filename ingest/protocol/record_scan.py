@@ -129,8 +129,8 @@ def _lz4_one_piece(body: memoryview | bytes) -> bytes | None:
         out: bytes = d.decompress(body, max_length=_CHUNK)
     except Exception:  # noqa: BLE001 - the codec's own error: the other paths word it
         return None
-    if not d.eof or d.unused_data:
-        return None
+    if not out or not d.eof or d.unused_data:
+        return None  # nothing inflated (an empty frame): the chunked path words it
     return out
 
 

@@ -161,7 +161,10 @@ def test_small_lz4_batches_that_are_not_one_piece_agree_with_the_python_walk() -
     trailing = _compress(Compression.LZ4, raw) + b"\x01\x02\x03"
     # small, but inflating past one chunk
     big: list[Rec] = [(b"z", b"\0" * (600 * 1024), [], 11)]
+    # a whole frame of nothing, under a header that claims no records
+    empty = _with_body(build_batch(records), _compress(Compression.LZ4, b""), Compression.LZ4, 0)
     for batch, limit in (
+        (empty, 1 << 62),
         (_small_lz4(records, two_frames), 1 << 62),
         (_small_lz4(records, trailing), 1 << 62),
         (_small_lz4(big), 1 << 62),
