@@ -81,8 +81,6 @@ def _varint_size(z: Any) -> Any:
     """Bytes of the unsigned varint encoding of each value of ``z`` (numpy uint64)."""
     import numpy as np
 
-    if NATIVE is not None:
-        return _native_sizes(z.view(np.int64), zigzag=False)
     global _THRESHOLDS
     if _THRESHOLDS is None:
         _THRESHOLDS = np.array([1 << b for b in range(7, 64, 7)], np.uint64)

@@ -46,5 +46,10 @@ def test_zigzag_and_unsigned_sizes_match_the_encoding(
     assert zig.tolist() == [_encoded_len(_zigzag(int(x))) for x in v]
     unsigned = avro_bulk._varint_size(v.view(np.uint64))
     assert unsigned.tolist() == [_encoded_len(int(x) & (2**64 - 1)) for x in v]
+    if native:  # the C walk's unsigned mode, called as it is
+        assert NATIVE is not None
+        out = np.empty(len(v), np.int64)
+        NATIVE.varint_sizes(v, out, False)
+        assert out.tolist() == unsigned.tolist()
     # writable: the size walk adds into what it gets back
     zig += 1
