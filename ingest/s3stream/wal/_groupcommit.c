@@ -470,6 +470,9 @@ static int GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds) {
             return -1;
         }
         self->n_threads++;
+        /* named (here, so the name is there when init returns), so that top
+         * -H, perf and the tests can tell these threads apart */
+        pthread_setname_np(self->threads[i], "wal-sync");
     }
     return 0;
 }
