@@ -585,13 +585,12 @@ class S3StreamEngine:
 
     def _start_uploads(self, *, force: bool) -> None:
         while len(self._uploads_in_flight) < self._config.upload_parallelism:
-            picked = self._builder.pick()
+            picked, size = self._builder.pick()
             if not picked:
                 return
-            size = sum(e.size for _, entries in picked for e in entries)
             if not force and size < self._config.upload_size_bytes:
                 return
-            for stream, entries in picked:
+            for stream, entries, _ in picked:
                 self._log_cache.mark_picked(stream.stream_id, entries[-1].batch.end_offset)
             task = asyncio.create_task(self._builder.put(picked), name="s3stream-put")
             self._uploads_in_flight.append((task, picked))
@@ -610,7 +609,7 @@ class S3StreamEngine:
             await self._abandon_uploads(keep_oldest=not refused)
             raise
         self._uploads_in_flight.popleft()
-        for stream, entries in picked:
+        for stream, entries, _ in picked:
             end = entries[-1].batch.end_offset
             self._log_cache.mark_uploaded(stream.stream_id, end)
             stream.committed_end = max(stream.committed_end, end)
@@ -652,7 +651,7 @@ class S3StreamEngine:
     def _holds(self, stream_id: int) -> bool:
         """The stream has data not yet committed to objects (pending or in flight)."""
         return stream_id in self._log_cache.streams_with_pending() or any(
-            s.stream_id == stream_id for _, picked in self._uploads_in_flight for s, _ in picked
+            s.stream_id == stream_id for _, picked in self._uploads_in_flight for s, _, _ in picked
         )
 
     async def _flush_stream(self, stream_id: int) -> None:

@@ -13,27 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from ingest.metadata.api import MetadataStore, ObjectRange, ObjectRecord
 from ingest.s3stream._threads import ThreadRunner
-from ingest.s3stream.api import StreamBatch
 from ingest.s3stream.cache import CacheEntry, LogCache
 from ingest.s3stream.config import S3StreamConfig
-from ingest.s3stream.objects.format import concat, encode
+from ingest.s3stream.objects.format import encode_object
 from ingest.s3stream.objectstore.api import ObjectStore
 from ingest.s3stream.stream import S3Stream
 
 __all__ = ["Picked", "UploadBuilder", "build_object"]
 
-Picked = list[tuple[S3Stream, list[CacheEntry]]]
-"""One upload's batches: per stream, its entries in offset order."""
+Picked = list[tuple[S3Stream, list[CacheEntry], int]]
+"""One upload's batches: per stream, its entries in offset order and their bytes."""
 
 
-def build_object(ranges: list[list[StreamBatch]]) -> tuple[bytearray, list[ObjectRange]]:
-    """Encode ranges of batches (one list per stream) into an object body and its index."""
-    buffers, index = encode(ranges)
-    body = concat(buffers)
+def build_object(ranges: list[list[CacheEntry]]) -> tuple[bytearray, list[ObjectRange]]:
+    """Encode ranges of cached batches (one list per stream) into an object
+    body and its index (on a worker thread: even the list of an upload's
+    batches is thousands of items, kept off the event loop)."""
+    body, index = encode_object([[e.batch for e in entries] for entries in ranges])
     return body, [
         ObjectRange(e.stream_id, e.start_offset, e.end_offset, e.position, e.length) for e in index
     ]
@@ -66,10 +66,10 @@ class UploadBuilder:
         self.objects_put = 0
         self.object_put_seconds = 0.0  # summed over every object put
 
-    def pick(self) -> Picked:
+    def pick(self) -> tuple[Picked, int]:
         """Durable entries neither uploaded nor being uploaded, about
         ``upload_size_bytes`` worth (at least one entry), across streams in
-        stream id order."""
+        stream id order; and their bytes."""
         limit = self._config.upload_size_bytes
         picked: Picked = []
         total = 0
@@ -77,28 +77,27 @@ class UploadBuilder:
             stream = self._streams.get(sid)
             if stream is None:
                 continue
-            take: list[CacheEntry] = []
-            for e in self._log_cache.pending(sid, stream.confirm_offset, limit - total):
-                take.append(e)
-                total += e.size
+            take, size = self._log_cache.pending_with_bytes(
+                sid, stream.confirm_offset, limit - total
+            )
             if take:
-                picked.append((stream, take))
+                picked.append((stream, take, size))
+                total += size
             if total >= limit:
                 break
-        return picked
+        return picked, total
 
-    async def put(self, picked: Sequence[tuple[S3Stream, list[CacheEntry]]]) -> list[ObjectRecord]:
+    async def put(self, picked: Picked) -> list[ObjectRecord]:
         """Encode and put one upload: every stream is in exactly one object.
         If any put fails, the objects already put are deleted (best effort:
         the start-up sweep removes what is left) and the error is raised."""
-        groups: list[tuple[str, list[list[StreamBatch]]]] = []
-        shared: list[list[StreamBatch]] = []
-        for _, entries in picked:
-            batches = [e.batch for e in entries]
-            if sum(e.size for e in entries) >= self._config.stream_object_bytes:
-                groups.append(("stream", [batches]))
+        groups: list[tuple[str, list[list[CacheEntry]]]] = []
+        shared: list[list[CacheEntry]] = []
+        for _, entries, size in picked:
+            if size >= self._config.stream_object_bytes:
+                groups.append(("stream", [entries]))
             else:
-                shared.append(batches)
+                shared.append(entries)
         if shared:
             groups.append(("stream_set", shared))
         if len(groups) == 1:
@@ -117,7 +116,7 @@ class UploadBuilder:
                 raise r
         return records
 
-    async def _put_one(self, kind: str, ranges: list[list[StreamBatch]]) -> ObjectRecord:
+    async def _put_one(self, kind: str, ranges: list[list[CacheEntry]]) -> ObjectRecord:
         object_id = await self._run(self._metadata.next_object_id)
         key = self._key_for(object_id, kind)
         body, index = await self._run(build_object, ranges)

@@ -40,7 +40,7 @@ from ingest.metadata.errors import WriterFencedError
 from ingest.s3stream._threads import ThreadRunner
 from ingest.s3stream.api import StreamBatch
 from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
-from ingest.s3stream.objects.format import StreamRange, concat, encode
+from ingest.s3stream.objects.format import StreamRange, encode_object
 from ingest.s3stream.objectstore.api import ObjectStore
 
 __all__ = ["CompactionPolicy", "Compactor"]
@@ -278,8 +278,8 @@ async def put_object(
     key = key_for(object_id, kind)
 
     def build() -> tuple[bytearray, list[ObjectRange]]:
-        buffers, index = encode(runs)
-        return concat(buffers), [
+        body, index = encode_object(runs)
+        return body, [
             ObjectRange(e.stream_id, e.start_offset, e.end_offset, e.position, e.length)
             for e in index
         ]

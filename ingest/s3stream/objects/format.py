@@ -25,6 +25,7 @@ import bisect
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -40,6 +41,7 @@ __all__ = [
     "StreamRange",
     "decode_index",
     "encode",
+    "encode_object",
     "iter_batches",
 ]
 
@@ -53,6 +55,17 @@ _FOOTER = struct.Struct("<QIHH8sI")
 FOOTER_SIZE = _FOOTER.size
 _NUMPY_COPY_MIN = 4096  # bytes from which concat copies through numpy
 BATCH_HEADER_SIZE = _BATCH.size
+
+
+def _native() -> Any:
+    try:
+        from ingest.s3stream.objects import _objencode
+    except ImportError:  # not built: the Python encoder
+        return None
+    return _objencode
+
+
+_NATIVE = _native()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +107,38 @@ def encode(
             buffers.append(b.payload)
             position += _BATCH.size + length
         index.append(IndexEntry(sid, batches[0].base_offset, expected, start, position - start))
+    buffers.append(_tail(index, position))
+    return buffers, index
+
+
+def _tail_size(ranges: int) -> int:
+    return _INDEX_COUNT.size + ranges * _INDEX_ENTRY.size + FOOTER_SIZE
+
+
+def _tail(index: Sequence[IndexEntry], position: int) -> bytes:
+    """The index block and the footer of an object whose data section ends at ``position``."""
     index_bytes = _INDEX_COUNT.pack(len(index)) + b"".join(
         _INDEX_ENTRY.pack(e.stream_id, e.start_offset, e.end_offset, e.position, e.length)
         for e in index
     )
-    buffers.append(index_bytes)
     footer = _FOOTER.pack(position, len(index_bytes), FORMAT_VERSION, 0, MAGIC, 0)
     crc = crc32c.crc32c(footer[:-4], crc32c.crc32c(index_bytes))
-    buffers.append(footer[:-4] + struct.pack("<I", crc))
-    return buffers, index
+    return index_bytes + footer[:-4] + struct.pack("<I", crc)
+
+
+def encode_object(ranges: Sequence[Sequence[StreamBatch]]) -> tuple[bytearray, list[IndexEntry]]:
+    """:func:`encode` and :func:`concat` in one: the whole object body in one
+    buffer, and its index. The data section is laid out by the C encoder
+    (``_objencode.c`` says why) where it is built, else in Python."""
+    if _NATIVE is None:
+        buffers, index = encode(ranges)
+        return concat(buffers), index
+    tail = _tail_size(sum(1 for r in ranges if r))
+    body, entries = _NATIVE.data_section(ranges, tail)
+    index = [IndexEntry(*e) for e in entries]
+    position = len(body) - tail
+    body[position:] = _tail(index, position)
+    return body, index
 
 
 def _batch_crc(base: int, count: int, length: int, payload: bytes | memoryview) -> int:
