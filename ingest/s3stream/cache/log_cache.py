@@ -218,19 +218,17 @@ class LogCache:
             if log is None or log.head >= log.upload_idx or log.ends[log.head] > end:
                 self._evictable.popleft()
                 continue
-            freed += self._drop_head(log)
+            # the fewest of the range's entries, oldest first, that bring the
+            # cache back within its capacity (or all of them)
+            stop = min(log.upto(end, log.head), log.upload_idx)
+            target = log.before[log.head] + self._bytes - self._capacity
+            k = bisect.bisect_left(log.before, target, lo=log.head + 1, hi=stop)
+            dropped = log.bytes_between(log.head, k)
+            self._bytes -= dropped
+            freed += dropped
+            log.head = k
             log.compact()
         return freed
-
-    def _drop_head(self, log: _StreamLog) -> int:
-        size = log.entries[log.head].size
-        self._bytes -= size
-        if log.head >= log.upload_idx:  # not uploaded
-            self._unuploaded_bytes -= size
-            log.upload_idx = log.head + 1
-            log.picked_idx = max(log.picked_idx, log.upload_idx)
-        log.head += 1
-        return size
 
     def trim(self, stream_id: int, start_offset: int) -> None:
         """Drop uploaded entries wholly below ``start_offset``."""

@@ -215,3 +215,13 @@ def test_a_dropped_stream_does_not_make_its_successor_evicted_first() -> None:
     assert c.evict() == 100
     assert c.first_offset(2) is None  # the older upload went
     assert c.first_offset(1) == 0
+
+
+def test_eviction_stops_once_the_cache_is_back_at_its_capacity() -> None:
+    c = LogCache(100)
+    for i in range(3):
+        c.put(StreamBatch(0, i, 1, b"x" * 50), i)
+    c.mark_uploaded(0, 3)
+    assert c.evict() == 50
+    assert c.size == 100
+    assert c.first_offset(0) == 1
