@@ -9,7 +9,8 @@
  * the builder thread, holding the GIL in 1 ms slices, so the event loop
  * waits up to a switch interval each time it wants the GIL meanwhile. Here
  * the attributes are read with the GIL held (about 0.1 us a batch); the
- * CRCs and copies run without it.
+ * CRCs and copies run without it. The CRC32C is computed here because the
+ * crc32c package offers only a Python call, which needs the GIL.
  *
  *   data_section(ranges, reserve) -> (body, [(stream_id, start, end, position, length)])
  *
