@@ -137,8 +137,12 @@ class _Load:
                 }
             )
         )
-        self.acked: dict[int, tuple[int, float]] = {}  # seq -> (partition, ack time)
+        # seq -> (partition, ack time); written by the producer thread's
+        # delivery callbacks, so readers take a copy under the lock while the
+        # load runs (iterating the live dict raises when an ack lands)
+        self.acked: dict[int, tuple[int, float]] = {}
         self.failed: list[str] = []
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -146,7 +150,14 @@ class _Load:
         if err is not None:
             self.failed.append(str(err))
             return
-        self.acked[int(msg.value())] = (msg.partition(), time.monotonic())
+        with self._lock:
+            self.acked[int(msg.value())] = (msg.partition(), time.monotonic())
+
+    def acks(self) -> list[tuple[int, float]]:
+        """The (partition, ack time) of every ack so far, safe to call while
+        the load runs."""
+        with self._lock:
+            return list(self.acked.values())
 
     def _run(self) -> None:
         seq = 0

@@ -45,12 +45,12 @@ def test_kill_9_of_a_broker_moves_its_partitions_and_loses_nothing(
     moved = {p for p, n in leaders.items() if n == victim}
     with _Load(cluster.bootstrap, topic, partitions) as load:
         time.sleep(3)
-        before = len(load.acked)
+        before = len(load.acks())
         killed_at = time.monotonic()
         cluster.nodes[victim].kill()
         deadline = killed_at + 30
         while time.monotonic() < deadline:
-            recovered = {p for p, t in load.acked.values() if t > killed_at + 0.5}
+            recovered = {p for p, t in load.acks() if t > killed_at + 0.5}
             if moved <= recovered:
                 break
             time.sleep(0.2)
