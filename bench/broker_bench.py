@@ -50,14 +50,55 @@ def _warm_up(p: Producer, topic: str, payload: bytes) -> float:
     return first[0] * 1000 if first else -1.0
 
 
+class ClientStats:
+    """What librdkafka itself saw of the broker during a run: its statistics
+    (``statistics.interval.ms``), one window per ``interval_ms``, for the broker that
+    led the partitions: the round trip of its Produce requests (``rtt``) and
+    how long messages waited in the producer's queue before a request took
+    them (``int_latency``), in microseconds. Only the windows in which
+    requests were sent count; ``summary`` gives the mean over windows of each
+    window's p50 and p99 (librdkafka resets its histograms every window, so
+    quantiles cannot be merged exactly)."""
+
+    def __init__(self, interval_ms: int = 1000) -> None:
+        self.interval_ms = interval_ms
+        self.windows: list[dict[str, float]] = []
+
+    def config(self) -> dict[str, object]:
+        return {"statistics.interval.ms": self.interval_ms, "stats_cb": self._on_stats}
+
+    def _on_stats(self, text: str) -> None:
+        stats = json.loads(text)
+        for broker in stats.get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0 or not broker.get("rtt", {}).get("cnt"):
+                continue
+            rtt, wait = broker["rtt"], broker["int_latency"]
+            self.windows.append({
+                "requests": float(rtt["cnt"]),
+                "rtt_p50_us": float(rtt["p50"]), "rtt_p99_us": float(rtt["p99"]),
+                "queue_p50_us": float(wait["p50"]), "queue_p99_us": float(wait["p99"]),
+            })
+
+    def summary(self) -> dict[str, float]:
+        if not self.windows:
+            return {}
+        keys = ("rtt_p50_us", "rtt_p99_us", "queue_p50_us", "queue_p99_us")
+        out = {k: statistics.fmean(w[k] for w in self.windows) for k in keys}
+        out["windows"] = float(len(self.windows))
+        out["requests"] = sum(w["requests"] for w in self.windows)
+        return out
+
+
 def produce_throughput(
-    bootstrap: str, topic: str, n: int, size: int, extra: dict[str, object] | None = None
+    bootstrap: str, topic: str, n: int, size: int, extra: dict[str, object] | None = None,
+    *, client_stats: ClientStats | None = None,
 ) -> dict[str, float]:
     p = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 5,
         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576, "log_level": 0,
         "queue.buffering.max.messages": 2_000_000,
         "enable.idempotence": True, **(extra or {}),
+        **(client_stats.config() if client_stats is not None else {}),
     })
     payload = os.urandom(size // 2).hex().encode()[:size]  # compressible like text, not trivially
     errors = 0
@@ -68,6 +109,8 @@ def produce_throughput(
             errors += 1
 
     first_ms = _warm_up(p, topic, payload)
+    if client_stats is not None:
+        client_stats.windows.clear()  # the warm-up's window is start-up, not the run
     start = time.perf_counter()
     for i in range(n):
         while True:
@@ -90,6 +133,7 @@ def produce_throughput(
 def produce_latency(
     bootstrap: str, topic: str, rate_mb: float, seconds: float, size: int,
     extra: dict[str, object] | None = None, *, distinct: bool = False,
+    client_stats: ClientStats | None = None,
 ) -> dict[str, float]:
     """Paced produce latency. Every message carries the same text payload
     (which lz4 shrinks about 25 times within a batch), or with ``distinct``
@@ -97,6 +141,7 @@ def produce_latency(
     p = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 1,
         "log_level": 0, "enable.idempotence": True, **(extra or {}),
+        **(client_stats.config() if client_stats is not None else {}),
     })
     payload = os.urandom(size // 2).hex().encode()[:size]
     pool = os.urandom(max(size, int(rate_mb * 1e6 * seconds) + size)) if distinct else b""
@@ -112,6 +157,8 @@ def produce_latency(
         return cb
 
     first_ms = _warm_up(p, topic, payload)
+    if client_stats is not None:
+        client_stats.windows.clear()
     start = time.perf_counter()
     sent = 0
     while True:

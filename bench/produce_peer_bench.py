@@ -16,8 +16,16 @@ those environment settings (``TIDELAKE_STORAGE_WAL_SYNC_DEPTH=1``, say) to
 every round, in the rotation: a setting is judged against the default in
 the same run, not across runs of a host whose speed drifts.
 
+``--client-stats`` also records what the producer itself saw of each broker
+(librdkafka's statistics in windows of 250 ms at full speed and of 1 s
+when paced, see
+``broker_bench.ClientStats``): the Produce round trip and how long messages
+waited in the producer's queue, p50 and p99, for both measures, in the
+rounds' JSON and as rows of the table. It shows where a gap to the mock
+lives: in the broker's answer, or in the producer's own queue.
+
     python -m bench.produce_peer_bench [--rounds 3] [--messages 300000]
-        [--variant KEY=VALUE ...]
+        [--variant KEY=VALUE ...] [--client-stats]
 """
 
 from __future__ import annotations
@@ -32,7 +40,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.broker_bench import _create_topic, produce_latency, produce_throughput  # noqa: E402
+from bench.broker_bench import (  # noqa: E402
+    ClientStats,
+    _create_topic,
+    produce_latency,
+    produce_throughput,
+)
 from tests.support.platform import TidelakeProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,6 +65,7 @@ def main() -> int:
     ap.add_argument("--latency-rate-mb", type=float, default=20.0)
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--client-stats", action="store_true")
     args = ap.parse_args()
     variant = dict(v.split("=", 1) for v in args.variant)
     rounds: list[dict[str, object]] = []
@@ -82,9 +96,15 @@ def main() -> int:
                         "mock": "127.0.0.1:1",
                     }[side]
                     extra = _MOCK if side == "mock" else None
+                    # the full-speed run lasts a second or two: shorter windows
+                    seen = ClientStats(250) if args.client_stats else None
                     row[f"{side}_throughput"] = produce_throughput(
-                        bootstrap, throughput_topic, args.messages, args.size, extra
+                        bootstrap, throughput_topic, args.messages, args.size, extra,
+                        client_stats=seen,
                     )
+                    if seen is not None:
+                        row[f"{side}_throughput_client"] = seen.summary()
+                        seen = ClientStats()
                     row[f"{side}_latency"] = produce_latency(
                         bootstrap,
                         latency_topic,
@@ -92,7 +112,10 @@ def main() -> int:
                         args.latency_seconds,
                         args.size,
                         extra,
+                        client_stats=seen,
                     )
+                    if seen is not None:
+                        row[f"{side}_latency_client"] = seen.summary()
                 row["load_after"] = _load()
                 rounds.append(row)
                 t, m = row["tidelake_throughput"], row["mock_throughput"]
@@ -134,6 +157,23 @@ def main() -> int:
         ],
     }
     summary["throughput_ratio"] = summary["tidelake_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+    client_rows: list[tuple[str, str, str]] = []
+    if args.client_stats:
+        for measure, label in (("throughput", "full speed"), ("latency", "20 MB/s")):
+            for field, what in (
+                ("rtt_p50_us", "Produce round trip p50"),
+                ("rtt_p99_us", "Produce round trip p99"),
+                ("queue_p99_us", "wait in producer queue p99"),
+            ):
+                for side in ("tidelake", "mock"):
+                    values = [
+                        float(c[field])
+                        for r in rounds
+                        if isinstance(c := r.get(f"{side}_{measure}_client"), dict) and field in c
+                    ]
+                    if values:
+                        summary[f"{side}_{measure}_client_{field}"] = statistics.median(values)
+                client_rows.append((f"{what}, {label}", f"{measure}_client_{field}", field))
     if variant:
         summary["variant"] = variant
         for key, side, field in (
@@ -172,6 +212,10 @@ def main() -> int:
         f"first message (start-up)  {summary['tidelake_first_message_ms']:>10.2f} ms "
         f"{summary['mock_first_message_ms']:>9.2f} ms  (not in the rows above)"
     )
+    for title, key, _ in client_rows:
+        t_us, m_us = summary.get(f"tidelake_{key}"), summary.get(f"mock_{key}")
+        if isinstance(t_us, float) and isinstance(m_us, float):
+            print(f"client: {title:<40} {t_us / 1000:>8.2f} ms {m_us / 1000:>9.2f} ms")
     if variant:
         label = " ".join(f"{k}={v}" for k, v in variant.items())
         print(
