@@ -138,15 +138,21 @@ def main() -> int:
         try:
             _worktree(args.baseline, tree)
             with tempfile.TemporaryDirectory(dir=args.data_dir) as data:
-                brokers.append(_Broker("baseline", tree, Path(data) / "a", args.partitions))
-                brokers.append(_Broker("this checkout", ROOT, Path(data) / "b", args.partitions))
-                for b in range(_WARM_UP_BLOCKS + args.blocks):
-                    for broker in brokers if b % 2 == 0 else brokers[::-1]:
-                        broker.block(requests, keep=b >= _WARM_UP_BLOCKS)
-                summaries = {b.name: b.summary() for b in brokers}
+                # the brokers stop before their data directory is removed:
+                # stopped after, they wrote into it again and left it behind
+                try:
+                    brokers.append(_Broker("baseline", tree, Path(data) / "a", args.partitions))
+                    brokers.append(
+                        _Broker("this checkout", ROOT, Path(data) / "b", args.partitions)
+                    )
+                    for b in range(_WARM_UP_BLOCKS + args.blocks):
+                        for broker in brokers if b % 2 == 0 else brokers[::-1]:
+                            broker.block(requests, keep=b >= _WARM_UP_BLOCKS)
+                    summaries = {b.name: b.summary() for b in brokers}
+                finally:
+                    for broker in brokers:
+                        broker.stop()
         finally:
-            for broker in brokers:
-                broker.stop()
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                 check=False,
