@@ -65,7 +65,7 @@ from ingest.s3stream.network.limiter import NetworkRateLimiter, TrafficClass
 from ingest.s3stream.objects.format import StreamRange
 from ingest.s3stream.objectstore.api import ObjectStore
 from ingest.s3stream.reader import ObjectReader
-from ingest.s3stream.stream import S3Stream
+from ingest.s3stream.stream import S3Stream, _Inflight
 from ingest.s3stream.upload import Picked, UploadBuilder
 from ingest.s3stream.wal.api import WriteAheadLog
 
@@ -492,27 +492,28 @@ class S3StreamEngine:
         if not 0 < count <= _MAX_COUNT:  # the WAL header's int32: this append alone fails
             raise StorageError(f"an append of {count} offsets does not fit a WAL record")
         started = time.perf_counter()
-        try:
-            w = self._wal.append(stream.stream_id, base, count, payload)
-        except Exception as e:
-            self._fail(e)
-            raise StreamFencedError(f"WAL append failed: {e}") from e
-        self._limiter.note_produce(len(payload))
-        cache = self._log_cache
-        cache.put(StreamBatch(stream.stream_id, base, count, payload), w.position)
         result: asyncio.Future[int] = self._loop.create_future()
-        item = stream._track(base, base + count, result)
+        item: _Inflight | None = None
 
-        def durable(f: asyncio.Future[None]) -> None:
-            error = None if f.cancelled() else f.exception()
+        def durable(error: BaseException | None) -> None:
+            # told by the WAL in the loop iteration that learns of the fsync
             if error is None and self._owner_lost():
                 error = self._fence_error()  # the successor never sees this WAL record
             if error is not None and self._fenced is None:
                 self._fail(error)
             self.wal_append_latency.observe(time.perf_counter() - started)
+            assert item is not None  # tracked before the loop runs a callback
             stream._on_durable(item, error)
 
-        w.done.add_done_callback(durable)
+        try:
+            w = self._wal.append(stream.stream_id, base, count, payload, durable)
+        except Exception as e:
+            self._fail(e)
+            raise StreamFencedError(f"WAL append failed: {e}") from e
+        item = stream._track(base, base + count, result)
+        self._limiter.note_produce(len(payload))
+        cache = self._log_cache
+        cache.put(StreamBatch(stream.stream_id, base, count, payload), w.position)
         if cache.unuploaded_bytes >= self._config.upload_size_bytes:
             self._wakeup.set()
         if cache.size > self._config.log_cache_bytes:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from ingest.errors import StorageError
 from ingest.s3stream.latency import LatencyHistogram
-from ingest.s3stream.wal.api import WalAppend, WalRecord
+from ingest.s3stream.wal.api import OnDone, WalAppend, WalRecord, call_when_done
 from ingest.s3stream.wal.codec import HEADER, RECORD_HEADER_SIZE, scan_records
 from ingest.s3stream.wal.codec import encode_header as _encode_header
 
@@ -147,7 +147,8 @@ class FileWriteAheadLog:
         self._fd_start = -1
         self._writer: GroupCommit | None = None  # the C writer
         self._dir_fd = -1
-        self._waiting: deque[asyncio.Future[None]] = deque()  # native: in append order
+        # native: in append order, with their listeners
+        self._waiting: deque[tuple[asyncio.Future[None], OnDone | None]] = deque()
         self._finished = 0  # native: records the C writer reported finished
         self._kick_due = False  # native: the writer is woken at the end of this iteration
         self._syncs = 0  # fdatasync calls issued by the Python writer (group commits)
@@ -341,7 +342,12 @@ class FileWriteAheadLog:
         self._thread.start()
 
     def append(
-        self, stream_id: int, base_offset: int, count: int, payload: bytes | memoryview
+        self,
+        stream_id: int,
+        base_offset: int,
+        count: int,
+        payload: bytes | memoryview,
+        on_done: OnDone | None = None,
     ) -> WalAppend:
         """Queue a record; the returned ``done`` future resolves once it is fsync'd.
 
@@ -376,13 +382,15 @@ class FileWriteAheadLog:
         future: asyncio.Future[None] = self._loop.create_future()
         if self._writer is not None:
             self._writer.submit(header, payload, new_fd)
-            self._waiting.append(future)
+            self._waiting.append((future, on_done))
             if not self._kick_due:  # the writer starts once this loop iteration is done
                 self._kick_due = True
                 self._loop.call_soon(self._kick)
             if new_fd >= 0:
                 self._fd, self._fd_start = new_fd, position
             return WalAppend(position, position + size, future)
+        if on_done is not None:
+            call_when_done(future, on_done)
         with self._cond:
             self._pending.append(_Pending(position, new_segment, header, payload, future))
             if len(self._pending) == 1:
@@ -405,13 +413,20 @@ class FileWriteAheadLog:
             log.error("WAL write failed: %s", self._failed)
         waiting = self._waiting
         for i in range(self._finished, done):
-            f = waiting.popleft()
-            if f.done():
+            f, on_done = waiting.popleft()
+            if f.done():  # not by this log: tell its listener all the same
+                if on_done is not None:
+                    on_done(asyncio.CancelledError() if f.cancelled() else f.exception())
                 continue
             if i < good:
                 f.set_result(None)
+                if on_done is not None:
+                    on_done(None)
             else:
-                f.set_exception(StorageError(f"WAL write failed: {self._failed}"))
+                error = StorageError(f"WAL write failed: {self._failed}")
+                f.set_exception(error)
+                if on_done is not None:
+                    on_done(error)
         self._finished = done
 
     def _segment_fd(self, start: int) -> int:

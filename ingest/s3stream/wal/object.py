@@ -103,7 +103,7 @@ from ingest.errors import StorageError
 from ingest.s3stream.errors import ObjectExistsError, ObjectNotFoundError, WalFencedError
 from ingest.s3stream.objectstore.api import ObjectInfo, ObjectStore
 from ingest.s3stream.objectstore.retry import WalPutPolicy, single_attempt
-from ingest.s3stream.wal.api import WalAppend, WalRecord
+from ingest.s3stream.wal.api import OnDone, WalAppend, WalRecord, call_when_done
 from ingest.s3stream.wal.codec import HEADER, encode_header, scan_records
 
 __all__ = ["ObjectWriteAheadLog"]
@@ -451,7 +451,12 @@ class ObjectWriteAheadLog:
         self._writer = asyncio.create_task(self._run(), name="object-wal-writer")
 
     def append(
-        self, stream_id: int, base_offset: int, count: int, payload: bytes | memoryview
+        self,
+        stream_id: int,
+        base_offset: int,
+        count: int,
+        payload: bytes | memoryview,
+        on_done: OnDone | None = None,
     ) -> WalAppend:
         """Queue a record; ``done`` resolves once it is stored in an object."""
         if self._fenced is not None:
@@ -469,6 +474,8 @@ class ObjectWriteAheadLog:
         header = encode_header(stream_id, base_offset, count, payload, position - self._base)
         self._next_position = position + size
         future: asyncio.Future[None] = self._loop.create_future()
+        if on_done is not None:
+            call_when_done(future, on_done)
         if not self._queue:
             self._queued_since = time.monotonic()
             self._wake.set()

@@ -22,6 +22,7 @@ from ingest.s3stream import (
 from ingest.s3stream.objects import read_index
 from ingest.s3stream.objectstore import FileObjectStore, MemoryObjectStore
 from ingest.s3stream.wal import WalAppend, WalRecord
+from ingest.s3stream.wal.api import OnDone, call_when_done
 
 MIB = 1 << 20
 
@@ -249,11 +250,18 @@ class _ManualWal:
         return self.position
 
     def append(
-        self, stream_id: int, base_offset: int, count: int, payload: bytes | memoryview
+        self,
+        stream_id: int,
+        base_offset: int,
+        count: int,
+        payload: bytes | memoryview,
+        on_done: OnDone | None = None,
     ) -> WalAppend:
         start = self.position
         self.position += len(payload) + 1
         w = WalAppend(start, self.position, asyncio.get_running_loop().create_future())
+        if on_done is not None:
+            call_when_done(w.done, on_done)
         self.appends.append(w)
         return w
 

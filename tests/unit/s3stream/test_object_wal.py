@@ -108,8 +108,14 @@ async def test_appends_are_batched_into_few_objects_and_read_back_in_order() -> 
     store = MemoryObjectStore()
     wal = _wal(store)
     await wal.start()
-    handles = [wal.append(7, i, 1, os.urandom(1000)) for i in range(300)]
+    told: list[int] = []
+    handles = [
+        wal.append(7, i, 1, os.urandom(1000), lambda e, i=i: told.append(i if e is None else -1))
+        for i in range(300)
+    ]
     await asyncio.gather(*(h.done for h in handles))
+    await asyncio.sleep(0)
+    assert told == list(range(300))  # every listener, once, in order, with no error
     assert 1 <= wal.puts < 30
     await wal.close()
     wal2 = _wal(MemoryObjectStore(store.objects))
@@ -184,9 +190,12 @@ async def test_close_fails_appends_it_could_not_store() -> None:
     wal = ObjectWriteAheadLog(store, "wal/", batch_interval_ms=1, close_timeout_s=0.2)
     await wal.start()
     store.failures = 10**6
-    h = wal.append(1, 0, 1, b"x")
+    told: list[BaseException | None] = []
+    h = wal.append(1, 0, 1, b"x", told.append)
     await wal.close()
     assert isinstance(h.done.exception(), StorageError)
+    await asyncio.sleep(0)
+    assert told == [h.done.exception()]  # its listener hears the same, once
 
 
 def _config(**kw: object) -> S3StreamConfig:

@@ -79,6 +79,26 @@ async def test_futures_resolve_in_append_order(tmp_path: Path) -> None:
     await wal.close()
 
 
+async def test_listeners_are_told_once_in_append_order_before_the_futures_callbacks(
+    tmp_path: Path,
+) -> None:
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    told: list[tuple[str, int, BaseException | None]] = []
+    handles = []
+    for i in range(50):
+        h = wal.append(1, i, 1, os.urandom(100), lambda e, i=i: told.append(("on_done", i, e)))
+        h.done.add_done_callback(lambda _f, i=i: told.append(("callback", i, None)))
+        handles.append(h)
+    await asyncio.gather(*(h.done for h in handles))
+    await asyncio.sleep(0)
+    listened = [(i, e) for kind, i, e in told if kind == "on_done"]
+    assert listened == [(i, None) for i in range(50)]
+    for i in range(50):
+        assert told.index(("on_done", i, None)) < told.index(("callback", i, None))
+    await wal.close()
+
+
 async def test_recover_returns_every_record_in_order(tmp_path: Path) -> None:
     wal = FileWriteAheadLog(tmp_path, segment_bytes=1 << 20)
     await wal.start()
@@ -185,10 +205,13 @@ async def test_a_failed_write_fails_its_records_and_every_append_after(
     readonly = os.open(tmp_path / "LOCK", os.O_RDONLY)
     os.dup2(readonly, wal._fd)
     os.close(readonly)
-    failed = [wal.append(1, 1 + i, 1, b"lost") for i in range(3)]
+    told: list[BaseException | None] = []
+    failed = [wal.append(1, 1 + i, 1, b"lost", told.append) for i in range(3)]
     for h in failed:
         with pytest.raises(StorageError, match="WAL write failed"):
             await h.done
+    await asyncio.sleep(0)
+    assert len(told) == 3 and all(isinstance(e, StorageError) for e in told)
     with pytest.raises(StorageError, match="failed earlier"):
         wal.append(1, 9, 1, b"refused")
     await wal.close()
