@@ -65,7 +65,7 @@ def api_table() -> dict[int, ApiSpec]:
     )
 
     specs = [
-        _spec(0, 3, 11, produce.handle, no_response=produce.no_response),
+        _spec(0, 3, 11, produce.handle, no_response=produce.no_response, eager=produce.eager),
         _spec(1, 4, 12, fetch.handle),
         _spec(2, 1, 8, list_offsets.handle),
         _spec(3, 0, 12, metadata.handle),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
     from ingest.security.sasl import SecuritySession
 
-__all__ = ["RequestContext", "ApiSpec", "Handler"]
+__all__ = ["RequestContext", "ApiSpec", "Handler", "EagerRun", "Respond"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,23 @@ class RequestContext:
 # version), or None when the request has no response (Produce acks=0).
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
+# How an eager run hands its result back: (response entity, None) or (None, error).
+Respond = Callable[[Any, "BaseException | None"], None]
+
+
+class EagerRun(Protocol):
+    """A request an API serves without a task: its work is issued when
+    ``run`` is called, synchronously, and ``respond`` is called once (maybe
+    within ``run``, maybe from a later callback of the event loop)."""
+
+    def run(self, respond: Respond) -> None: ...
+
+
+# Called as the request is framed: an EagerRun when the request can be served
+# without suspending before its work is issued (the common case of the API),
+# or None, and the request takes the handler, in a task.
+Eager = Callable[[RequestContext, Any], "EagerRun | None"]
+
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
@@ -47,6 +64,8 @@ class ApiSpec:
     max_version: int
     handler: Handler
     no_response: Callable[[Any], bool] | None = None  # e.g. Produce with acks=0
+    # the path without a task, where the API has one (Produce): see Eager
+    eager: Eager | None = None
     # served between brokers only (Envelope): not advertised to clients in
     # ApiVersions, as Kafka lists it only where brokers forward to each other
     internal: bool = False

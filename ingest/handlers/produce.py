@@ -12,6 +12,14 @@ group commit makes that cheap, but never longer than the request's timeout
 1, whose timeout Kafka ignores): a partition still waiting then gets
 REQUEST_TIMED_OUT. Its append goes on; a retry of an idempotent batch finds it.
 
+The common request (acks 1 or all, no quota to count, no partition moving
+or routed) takes no task at all (:func:`eager`): its appends are issued as
+the dispatcher frames it, the slots are watched with callbacks
+(:class:`_Settlement`) and the response is written from the callback that
+makes the last append durable. A task costs the request three turns of the
+event loop (its first step, its wake-up, its done callback) on the
+critical path, about 15 us of the 150 a one-partition request costs.
+
 The response's throttle time is the engine's ``backpressure_ms`` (above 0
 while object storage is degraded or uploads fall behind: the records are
 accepted and the client slows down), or more when an append was refused for
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union, cast
 
@@ -38,7 +47,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from ingest.cluster.racks import PRODUCE, client_id_rack
-from ingest.handlers.base import RequestContext
+from ingest.handlers.base import RequestContext, Respond
 from ingest.handlers.txn_common import refusal
 from ingest.log.partition import AppendOutcome
 from ingest.protocol.errors import ErrorCode, error_class
@@ -47,7 +56,7 @@ from ingest.security import quota_enforce as quotas
 from ingest.security.acl import enforce as acl
 from ingest.zone_router import routed_produce
 
-__all__ = ["handle", "handle_direct", "no_response", "ProduceRequest"]
+__all__ = ["handle", "handle_direct", "eager", "no_response", "ProduceRequest"]
 
 ProduceRequest = Union[  # noqa: UP007 - a runtime alias of every version we serve
     v3.ProduceRequest,
@@ -137,11 +146,7 @@ async def handle_direct(ctx: RequestContext, request: ProduceRequest) -> Produce
     else:
         quota_ms, results = await _admit_and_submit(ctx, request, upfront)
     slots = [s for _, parts in results for s in parts]
-    if acks == -1:
-        wait_s = max(_MIN_WAIT_S, request.timeout.total_seconds())
-    else:
-        wait_s = _NO_TIMEOUT_WAIT_S
-    await _settle(slots, asyncio.get_running_loop().time() + wait_s)
+    await _settle(slots, asyncio.get_running_loop().time() + _wait_s(request))
     if acks == 0:
         # Nobody hears back; a failure is raised so that the dispatcher closes
         # the connection, which is how Kafka tells an acks=0 producer.
@@ -153,6 +158,19 @@ async def handle_direct(ctx: RequestContext, request: ProduceRequest) -> Produce
                         f"acks=0 produce to {name}-{slot.index} failed: {out.message}"
                     )
         return None
+    return _response_of(ctx, results, slots, quota_ms)
+
+
+def _wait_s(request: ProduceRequest) -> float:
+    """How long the response waits for the appends to be durable."""
+    if int(request.acks) == -1:
+        return max(_MIN_WAIT_S, request.timeout.total_seconds())
+    return _NO_TIMEOUT_WAIT_S
+
+
+def _response_of(
+    ctx: RequestContext, results: list[tuple[str, list[_Slot]]], slots: list[_Slot], quota_ms: int
+) -> ProduceResponse:
     throttle_ms = _BACKPRESSURE_THROTTLE_MS if any(s.final().throttled for s in slots) else 0
     # Object storage degraded or uploads behind: the records are accepted,
     # the client is asked to slow down before it is refused.
@@ -171,6 +189,57 @@ async def handle_direct(ctx: RequestContext, request: ProduceRequest) -> Produce
             else i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms))
         ),
     )
+
+
+def eager(ctx: RequestContext, request: ProduceRequest) -> _EagerProduce | None:
+    """The request served without a task (see ``ApiSpec.eager``), when nothing
+    has to wait before its appends are issued: acks 1 or -1, no quota to
+    count, every partition served here or not at all (in a cluster, none
+    moving in), none routed through the zone router. The dispatcher offers
+    it only when no earlier Produce of the connection is still on the task
+    path, so appends keep the connection's arrival order."""
+    acks = int(request.acks)
+    if acks not in (1, -1) or quotas.active(ctx):
+        return None
+    if ctx.broker.cluster.clustered:
+        logs = ctx.broker.logs
+        for t in request.topic_data:
+            for p in t.partition_data:
+                if logs.partition(t.name, int(p.index)) is None:
+                    return None
+        if routed_produce(ctx, request) is not None:
+            return None
+    return _EagerProduce(ctx, request)
+
+
+class _EagerProduce:
+    __slots__ = ("_ctx", "_request", "_results", "_slots", "_respond")
+
+    def __init__(self, ctx: RequestContext, request: ProduceRequest) -> None:
+        self._ctx = ctx
+        self._request = request
+
+    def run(self, respond: Respond) -> None:
+        ctx, request = self._ctx, self._request
+        ctx.broker.rack_traffic.add(client_id_rack(ctx.client_id), PRODUCE, _payload_bytes(request))
+        upfront: tuple[ErrorCode, str] | None = None
+        if request.transactional_id is not None:
+            refused = refusal(ctx, request.transactional_id)
+            if refused is not None:
+                upfront = (refused, "this broker cannot take the transaction's records")
+        self._respond = respond
+        self._results = _submit(ctx, request, upfront)
+        self._slots = [s for _, parts in self._results for s in parts]
+        deadline = asyncio.get_running_loop().time() + _wait_s(request)
+        _Settlement(self._slots, deadline, self._settled)
+
+    def _settled(self) -> None:
+        try:
+            response = _response_of(self._ctx, self._results, self._slots, 0)
+        except Exception as exc:  # noqa: BLE001 - the connection hears of it, and closes
+            self._respond(None, exc)
+            return
+        self._respond(response, None)
 
 
 def _not_in_transaction(
@@ -242,70 +311,100 @@ async def _settle(slots: list[_Slot], deadline: float) -> None:
     """Wait (until ``deadline``) for every append to be issued and durable;
     leaves a final outcome in every slot. Nothing awaited here is cancelled,
     by a timeout or by this handler's own cancellation: the partitions'
-    durable futures are watched with callbacks, never awaited."""
-    loop = asyncio.get_running_loop()
-    issued = [s.outcome for s in slots if isinstance(s.outcome, asyncio.Future)]
-    if issued:
-        await asyncio.wait(issued, timeout=max(0.0, deadline - loop.time()))
-    for s in slots:
-        if isinstance(s.outcome, asyncio.Future):
-            fut = s.outcome
-            s.outcome = fut.result() if fut.done() else _timed_out("its records are being checked")
-            if not fut.done():
-                fut.add_done_callback(_retrieve)
-    pending = [
-        durable
-        for s in slots
-        if (durable := s.final().durable_future) is not None
-        and not durable.done()
-        and s.final().error == ErrorCode.none
-    ]
-    if pending:
-        await _all_done(loop, pending, deadline)
-    for s in slots:
-        out = s.final()
-        durable = out.durable_future
-        if durable is None or out.error != ErrorCode.none:
-            continue
-        if not durable.done():
-            durable.add_done_callback(_retrieve)
-            s.outcome = _timed_out("the append is not durable yet")
-        elif durable.cancelled() or durable.exception() is not None:
-            error = "cancelled" if durable.cancelled() else durable.exception()
-            s.outcome = AppendOutcome(
-                ErrorCode.kafka_storage_error,
-                log_start_offset=out.log_start_offset,
-                message=f"append failed: {error}",
-            )
+    futures are watched with callbacks, never awaited."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-
-async def _all_done(
-    loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[int]], deadline: float
-) -> None:
-    """Until every one of ``futures`` is done, or ``deadline``: one waiter
-    and one timer for the request (``asyncio.wait`` costs a future, a timer
-    and a set per call, and a shield per future to keep them uncancelled)."""
-    waiter: asyncio.Future[None] = loop.create_future()
-    left = len(futures)
-
-    def one_done(_fut: asyncio.Future[int]) -> None:
-        nonlocal left
-        left -= 1
-        if not left and not waiter.done():
+    def settled() -> None:
+        if not waiter.done():  # cancelling the handler cancels the waiter alone
             waiter.set_result(None)
 
-    for fut in futures:
-        fut.add_done_callback(one_done)
-    timer = loop.call_at(deadline, _expire, waiter)
-    try:
-        await waiter  # cancelling the handler cancels the waiter alone
-    finally:
-        timer.cancel()
+    _Settlement(slots, deadline, settled)
+    await waiter
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+class _Settlement:
+    """Watches a request's slots, with callbacks, until every append is
+    issued and durable or ``deadline`` passes; then leaves a final outcome in
+    every slot and calls ``done`` (once, from ``__init__`` when nothing is
+    pending). One timer for the request, one callback per future: no task, no
+    ``asyncio.wait`` (a future, a timer and a set per call)."""
+
+    __slots__ = ("_slots", "_done", "_left", "_timer", "_finished")
+
+    def __init__(self, slots: list[_Slot], deadline: float, done: Callable[[], None]) -> None:
+        self._slots = slots
+        self._done = done
+        self._finished = False
+        self._timer: asyncio.TimerHandle | None = None
+        issued = [s.outcome for s in slots if isinstance(s.outcome, asyncio.Future)]
+        self._left = len(issued)
+        if issued:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._finish)
+            for fut in issued:
+                fut.add_done_callback(self._one_issued)
+        else:
+            self._watch_durable(deadline)
+
+    def _one_issued(self, _fut: asyncio.Future[AppendOutcome]) -> None:
+        self._left -= 1
+        if not self._left and not self._finished:
+            self._take_issued()
+            self._watch_durable(None)
+
+    def _take_issued(self) -> None:
+        for s in self._slots:
+            if isinstance(s.outcome, asyncio.Future) and s.outcome.done():
+                s.outcome = s.outcome.result()
+
+    def _watch_durable(self, deadline: float | None) -> None:
+        pending = [
+            durable
+            for s in self._slots
+            if (durable := s.final().durable_future) is not None
+            and not durable.done()
+            and s.final().error == ErrorCode.none
+        ]
+        if not pending:
+            self._finish()
+            return
+        self._left = len(pending)
+        if deadline is not None:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._finish)
+        for fut in pending:
+            fut.add_done_callback(self._one_durable)
+
+    def _one_durable(self, _fut: asyncio.Future[int]) -> None:
+        self._left -= 1
+        if not self._left:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._take_issued()
+        for s in self._slots:
+            if isinstance(s.outcome, asyncio.Future):
+                s.outcome.add_done_callback(_retrieve)
+                s.outcome = _timed_out("its records are being checked")
+                continue
+            out = s.outcome
+            durable = out.durable_future
+            if durable is None or out.error != ErrorCode.none:
+                continue
+            if not durable.done():
+                durable.add_done_callback(_retrieve)
+                s.outcome = _timed_out("the append is not durable yet")
+            elif durable.cancelled() or durable.exception() is not None:
+                error = "cancelled" if durable.cancelled() else durable.exception()
+                s.outcome = AppendOutcome(
+                    ErrorCode.kafka_storage_error,
+                    log_start_offset=out.log_start_offset,
+                    message=f"append failed: {error}",
+                )
+        self._done()
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

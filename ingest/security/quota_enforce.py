@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ingest.handlers.base import RequestContext
     from ingest.security.quota_manager import QuotaManager
 
-__all__ = ["admit_produce", "fetch_throttle"]
+__all__ = ["active", "admit_produce", "fetch_throttle"]
 
 
 def _quotas(ctx: RequestContext) -> QuotaManager | None:
@@ -43,6 +43,11 @@ async def _throttle_s(ctx: RequestContext, kind: str, nbytes: int) -> float:
     if throttle > 0:
         await asyncio.sleep(throttle)
     return throttle
+
+
+def active(ctx: RequestContext) -> bool:
+    """Whether any quota is set, so that requests have bytes to count."""
+    return _quotas(ctx) is not None
 
 
 async def admit_produce(ctx: RequestContext, request: Any) -> int:

@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ingest.security.sasl import SecuritySession
 
-__all__ = ["KafkaConnection", "Dispatch", "RequestMemory", "ConnectionAbort", "close_expired"]
+__all__ = [
+    "KafkaConnection",
+    "Dispatch",
+    "RequestMemory",
+    "ConnectionAbort",
+    "ProduceOrder",
+    "close_expired",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,25 @@ _MAX_INFLIGHT = 128
 
 class ConnectionAbort(Exception):
     """Close the connection (malformed frame, unknown API...)."""
+
+
+class ProduceOrder(asyncio.Lock):
+    """What keeps a connection's Produce appends in arrival order.
+
+    A request that may wait before its appends are issued (a quota's
+    throttle; in a cluster, a partition moving here) runs in a task and waits
+    under the lock. ``tasks`` counts the connection's Produce requests on
+    that path, not finished yet: while there are any, a request framed later
+    must take the same path (behind the lock) rather than issue its appends
+    at once, or it would overtake them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks = 0
+
+    def task_done(self, _task: object = None) -> None:
+        self.tasks -= 1
 
 
 class RequestMemory:
@@ -140,11 +166,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._waiting_memory = False
+        self._flush_due = False  # a _flush is scheduled for delivered replies
         self.closed: asyncio.Future[None] = self._loop.create_future()
         # Produce requests of this connection issue their appends in arrival
         # order even when one waits for a partition moving here (a cluster):
         # the idempotent sequences of pipelined requests must not overtake.
-        self.produce_order = asyncio.Lock()
+        self.produce_order = ProduceOrder()
 
     # --- asyncio callbacks ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -347,7 +374,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
         fut.add_done_callback(self._flush)
         self._update_reading()
 
+    def open_reply(self) -> asyncio.Future[bytes | None]:
+        """A response's place in the connection's order, for a request served
+        without a task: :meth:`deliver` fills it and writes what is ready (at
+        once when it is the only request in flight: no loop iteration between
+        the result and the write)."""
+        reply: asyncio.Future[bytes | None] = self._loop.create_future()
+        self._pending.append(reply)
+        self._update_reading()
+        return reply
+
+    def deliver(
+        self, reply: asyncio.Future[bytes | None], data: bytes | None, error: BaseException | None
+    ) -> None:
+        """The response of ``reply`` (or the error that closes the connection)."""
+        if reply.done():
+            return  # the connection was lost: its replies were cancelled
+        if self._closing:
+            reply.cancel()
+            return
+        if error is None:
+            reply.set_result(data)
+        else:
+            reply.set_exception(error)
+        if len(self._pending) == 1:
+            self._flush()  # the only request in flight: its answer goes out now
+        elif not self._flush_due:
+            # others in flight may complete in this loop iteration too (one
+            # group commit makes several durable): one write for all of them
+            # saves the client a wake-up and a read per response
+            self._flush_due = True
+            self._loop.call_soon(self._flush)
+
     def _flush(self, _fut: object = None) -> None:
+        self._flush_due = False
         if self.transport is None or self._closing:
             return
         out: list[bytes] = []

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingest.handlers import api_table
-from ingest.handlers.base import RequestContext
+from ingest.handlers.base import EagerRun, RequestContext
 from ingest.protocol import produce_response
 from ingest.protocol.codec import (
     ProtocolError,
@@ -21,7 +21,7 @@ from ingest.protocol.codec import (
     response_class,
 )
 from ingest.protocol.errors import ErrorCode
-from ingest.server.connection import ConnectionAbort, KafkaConnection
+from ingest.server.connection import ConnectionAbort, KafkaConnection, ProduceOrder
 
 if TYPE_CHECKING:
     from ingest.broker import Broker
@@ -79,17 +79,61 @@ class Dispatcher:
             getattr(conn, "session", None),  # test doubles may lack one
             getattr(conn, "produce_order", None),
         )
+        order = ctx.produce_order if spec.eager is not None else None
         if spec.no_response is not None and spec.no_response(request):
             task = asyncio.ensure_future(spec.handler(ctx, request))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             task.add_done_callback(lambda t: _close_if_failed(t, conn))
+            _count_task(order, task)
             return None
-        return self._run(ctx, spec.handler, request)
+        if spec.eager is not None and _may_run_eagerly(order):
+            run = spec.eager(ctx, request)
+            if run is not None:
+                return self._run_eager(ctx, run, request, conn)
+        if order is None:
+            return self._run(ctx, spec.handler, request)
+        task = asyncio.ensure_future(self._run(ctx, spec.handler, request))
+        _count_task(order, task)
+        return task
+
+    def _run_eager(
+        self, ctx: RequestContext, run: EagerRun, request: Any, conn: KafkaConnection
+    ) -> asyncio.Future[bytes | None] | None:
+        """Serve ``run`` without a task: its response is written from the
+        callback that completes it (a connection's :meth:`~KafkaConnection.open_reply`),
+        or, from a connection without one (a test's), through the future returned."""
+        started = time.perf_counter()
+        opener = getattr(conn, "open_reply", None)
+        reply: asyncio.Future[bytes | None] = (
+            opener() if opener is not None else asyncio.get_running_loop().create_future()
+        )
+
+        def respond(result: Any, error: BaseException | None) -> None:
+            framed: bytes | None = None
+            if error is None:
+                try:
+                    framed = self._frame(ctx, started, request, result)
+                except Exception as exc:  # noqa: BLE001 - the connection closes, logged there
+                    error = exc
+            if opener is not None:
+                conn.deliver(reply, framed, error)
+            elif not reply.done():
+                if error is None:
+                    reply.set_result(framed)
+                else:
+                    reply.set_exception(error)
+
+        run.run(respond)
+        return None if opener is not None else reply
 
     async def _run(self, ctx: RequestContext, handler: Any, request: Any) -> bytes:
         started = time.perf_counter()
         result = await handler(ctx, request)
+        return self._frame(ctx, started, request, result)
+
+    def _frame(self, ctx: RequestContext, started: float, request: Any, result: Any) -> bytes:
+        """The response frame of a handler's ``result``; tells the observer."""
         direct = _DIRECT_WRITERS.get(ctx.api_key)
         if direct is not None:
             framed = direct(ctx.api_version, ctx.correlation_id, result)
@@ -140,6 +184,19 @@ def _entity_fields(entity: Any) -> dict[str, Any]:
             value = tuple(_entity_fields(v) for v in value)
         out[name] = value
     return out
+
+
+def _may_run_eagerly(order: asyncio.Lock | None) -> bool:
+    """No earlier Produce of the connection is still on the task path (which
+    it may take for what it waits for before appending): a request served
+    eagerly now cannot overtake one."""
+    return isinstance(order, ProduceOrder) and not order.tasks and not order.locked()
+
+
+def _count_task(order: asyncio.Lock | None, task: asyncio.Future[Any]) -> None:
+    if isinstance(order, ProduceOrder):
+        order.tasks += 1
+        task.add_done_callback(order.task_done)
 
 
 def _close_if_failed(task: asyncio.Task[Any], conn: KafkaConnection) -> None:

@@ -21,7 +21,7 @@ from ingest.metadata.memory import MemoryMetadataStore
 from ingest.protocol.codec import is_flexible, response_class
 from ingest.protocol.records import build_batch
 from ingest.s3stream import MemoryStreamEngine
-from ingest.server.connection import ConnectionAbort
+from ingest.server.connection import ConnectionAbort, ProduceOrder
 from ingest.server.dispatcher import Dispatcher
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.frames import GROUP, TOPICS, random_frame, request_frame, served_versions
@@ -41,6 +41,7 @@ class _Conn:
 
     def __init__(self) -> None:
         self.aborted = False
+        self.produce_order = ProduceOrder()  # as a KafkaConnection has: Produce runs eagerly
 
     def abort(self) -> None:
         self.aborted = True

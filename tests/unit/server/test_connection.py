@@ -16,6 +16,7 @@ class FakeTransport(asyncio.Transport):
         self.aborted = False
         self.eof = False
         self.written: list[bytes] = []
+        self.writes = 0  # writelines calls: what the client reads as one
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 1) if name == "peername" else default
@@ -31,6 +32,7 @@ class FakeTransport(asyncio.Transport):
 
     def writelines(self, data: Any) -> None:
         self.written.extend(data)
+        self.writes += 1
 
     def can_write_eof(self) -> bool:
         return True
@@ -126,3 +128,47 @@ async def test_drain_answers_what_is_in_flight_then_half_closes() -> None:
     await asyncio.sleep(0)
     assert transport.written == [b"resp"]
     assert transport.eof and not transport.paused
+
+
+async def test_a_reply_delivered_early_waits_for_the_requests_before_it() -> None:
+    """A request served without a task (Produce) writes its response from
+    the callback that completes it, but never before the responses owed to
+    requests framed before it: at once when it is the only one in flight,
+    else with the others completed in the same loop iteration, in one write.
+    One delivered after the connection is lost is dropped."""
+    loop = asyncio.get_running_loop()
+    slow: asyncio.Future[bytes | None] = loop.create_future()
+    replies: list[asyncio.Future[bytes | None]] = []
+
+    def dispatch(frame: memoryview, conn: KafkaConnection) -> Any:
+        if bytes(frame) == b"slow":
+            return slow
+        replies.append(conn.open_reply())
+        return None
+
+    conn = KafkaConnection(dispatch, 1 << 20, lambda _c: None)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    conn.data_received(_frame(b"slow") + _frame(b"eager") + _frame(b"eager"))
+    conn.deliver(replies[1], b"third", None)
+    conn.deliver(replies[0], b"second", None)
+    await asyncio.sleep(0)
+    assert transport.written == []  # the first is owed first
+    slow.set_result(b"first")
+    await asyncio.sleep(0)
+    assert transport.written == [b"first", b"second", b"third"]
+    assert transport.writes == 1
+    conn.data_received(_frame(b"eager"))
+    assert transport.written[-1] == b"third"
+    conn.deliver(replies[2], b"fourth", None)
+    assert transport.written[-1] == b"fourth"  # written at once, no loop turn in between
+    conn.data_received(_frame(b"eager") + _frame(b"eager"))
+    conn.deliver(replies[3], b"fifth", None)
+    conn.deliver(replies[4], b"sixth", None)
+    assert transport.written[-1] == b"fourth"  # two in flight: written together, soon
+    await asyncio.sleep(0)
+    assert transport.written[-2:] == [b"fifth", b"sixth"] and transport.writes == 3
+    conn.data_received(_frame(b"eager"))
+    conn.connection_lost(None)
+    conn.deliver(replies[5], b"lost", None)
+    assert transport.written[-1] == b"sixth" and replies[5].cancelled()

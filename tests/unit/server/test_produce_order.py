@@ -29,6 +29,7 @@ from ingest.protocol.errors import ErrorCode
 from ingest.protocol.records import build_batch
 from ingest.s3stream import S3StreamConfig, open_engine
 from ingest.s3stream.objectstore import MemoryObjectStore
+from ingest.server.connection import ProduceOrder
 from ingest.server.dispatcher import Dispatcher
 
 _TOPIC = "moving"
@@ -39,7 +40,7 @@ class _Conn:
     peer = "test"
 
     def __init__(self) -> None:
-        self.produce_order = asyncio.Lock()  # as a KafkaConnection has
+        self.produce_order = ProduceOrder()  # as a KafkaConnection has
 
     def abort(self) -> None:
         raise AssertionError("the connection must stay open")
@@ -76,7 +77,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         yield b
 
 
-def _frame(correlation_id: int, sequence: int) -> bytes:
+def _frame(correlation_id: int, sequence: int, acks: int = -1) -> bytes:
     batch = build_batch(
         [(b"k", b"v%d" % sequence, [], 1_700_000_000_000)],
         producer_id=_PID,
@@ -85,7 +86,7 @@ def _frame(correlation_id: int, sequence: int) -> bytes:
     )
     request = ProduceRequest(
         transactional_id=None,
-        acks=i16(-1),
+        acks=i16(acks),
         timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)),
         topic_data=(
             TopicProduceData(
@@ -125,3 +126,21 @@ async def test_a_later_request_does_not_overtake_one_waiting_for_a_moving_partit
     second = asyncio.ensure_future(dispatcher(memoryview(_frame(2, 1)), conn))  # type: ignore[arg-type]
     results = [_outcome(await asyncio.wait_for(f, 10)) for f in (first, second)]
     assert results == [(ErrorCode.none, 0), (ErrorCode.none, 1)]
+
+
+async def test_a_request_served_at_once_does_not_overtake_one_framed_before_it(
+    tmp_path: Path,
+) -> None:
+    """Framed in one read: an acks=0 request (served in a task, not started
+    yet) then an acks=all one, which could be served at once: it must wait
+    its turn, or its sequence would arrive first."""
+    async with single_topic_broker(tmp_path) as broker:
+        dispatcher, conn = Dispatcher(broker), _Conn()
+        assert dispatcher(memoryview(_frame(1, 0, acks=0)), conn) is None  # type: ignore[arg-type]
+        second = dispatcher(memoryview(_frame(2, 1)), conn)  # type: ignore[arg-type]
+        assert conn.produce_order.tasks == 2  # both on the task path, in order
+        assert _outcome(await asyncio.wait_for(second, 10)) == (ErrorCode.none, 1)
+        assert conn.produce_order.tasks == 0
+        third = dispatcher(memoryview(_frame(3, 2)), conn)  # type: ignore[arg-type]
+        assert conn.produce_order.tasks == 0  # nothing before it: served at once
+        assert _outcome(await asyncio.wait_for(third, 10)) == (ErrorCode.none, 2)
