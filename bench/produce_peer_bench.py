@@ -16,6 +16,12 @@ those environment settings (``TIDELAKE_STORAGE_WAL_SYNC_DEPTH=1``, say) to
 every round, in the rotation: a setting is judged against the default in
 the same run, not across runs of a host whose speed drifts.
 
+``--baseline REF`` adds ``tidelake serve`` run from a git ref (checked out
+into a temporary worktree, its C modules built there, as
+``produce_ab_bench`` does) to every round the same way: a change to the
+produce path is judged by what the producer sees, against the code before
+it, in one run.
+
 ``--client-stats`` also records what the producer itself saw of each broker
 (librdkafka's statistics in windows of 250 ms at full speed and of 1 s
 when paced, see
@@ -25,7 +31,7 @@ rounds' JSON and as rows of the table. It shows where a gap to the mock
 lives: in the broker's answer, or in the producer's own queue.
 
     python -m bench.produce_peer_bench [--rounds 3] [--messages 300000]
-        [--variant KEY=VALUE ...] [--client-stats]
+        [--variant KEY=VALUE ...] [--baseline REF] [--client-stats]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,10 +53,11 @@ from bench.broker_bench import (  # noqa: E402
     produce_latency,
     produce_throughput,
 )
+from bench.produce_ab_bench import _worktree  # noqa: E402
 from tests.support.platform import TidelakeProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-_MOCK = {"test.mock.num.brokers": 1}
+_MOCK: dict[str, object] = {"test.mock.num.brokers": 1}
 _PARTITIONS = 4  # the mock's default for an auto-created topic
 
 
@@ -65,80 +73,97 @@ def main() -> int:
     ap.add_argument("--latency-rate-mb", type=float, default=20.0)
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--baseline", metavar="REF", help="a git ref: its broker, in every round")
     ap.add_argument("--client-stats", action="store_true")
     args = ap.parse_args()
     variant = dict(v.split("=", 1) for v in args.variant)
     rounds: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        proc = TidelakeProcess(Path(tmp) / "data", env={"TIDELAKE_LOG_LEVEL": "WARNING"}).start()
-        other = None
-        if variant:
-            other = TidelakeProcess(
-                Path(tmp) / "variant", env={"TIDELAKE_LOG_LEVEL": "WARNING", **variant}
-            ).start()
+        quiet = {"TIDELAKE_LOG_LEVEL": "WARNING"}
+        tree = _worktree(args.baseline, Path(tmp) / "tree") if args.baseline else None
+        proc = TidelakeProcess(Path(tmp) / "data", env=quiet).start()
+        others: dict[str, TidelakeProcess] = {}
         try:
-            for r in range(args.rounds):
-                throughput_topic, latency_topic = f"peer-throughput-{r}", f"peer-latency-{r}"
-                _create_topic(proc.bootstrap, throughput_topic, _PARTITIONS)
-                _create_topic(proc.bootstrap, latency_topic, _PARTITIONS)
-                row: dict[str, object] = {"round": r, "load_before": _load()}
-                # alternate which goes first, so a drift in the machine's load
-                # does not always favour the same side
-                sides = ["tidelake", "mock"] + (["variant"] if other else [])
-                order = sides[r % len(sides) :] + sides[: r % len(sides)]
-                for side in order:
-                    if other is not None and side == "variant":
-                        _create_topic(other.bootstrap, throughput_topic, _PARTITIONS)
-                        _create_topic(other.bootstrap, latency_topic, _PARTITIONS)
-                    bootstrap = {
-                        "tidelake": proc.bootstrap,
-                        "variant": other.bootstrap if other else "",
-                        "mock": "127.0.0.1:1",
-                    }[side]
-                    extra = _MOCK if side == "mock" else None
-                    # the full-speed run lasts a second or two: shorter windows
-                    seen = ClientStats(250) if args.client_stats else None
-                    row[f"{side}_throughput"] = produce_throughput(
-                        bootstrap, throughput_topic, args.messages, args.size, extra,
-                        client_stats=seen,
-                    )
-                    if seen is not None:
-                        row[f"{side}_throughput_client"] = seen.summary()
-                        seen = ClientStats()
-                    row[f"{side}_latency"] = produce_latency(
-                        bootstrap,
-                        latency_topic,
-                        args.latency_rate_mb,
-                        args.latency_seconds,
-                        args.size,
-                        extra,
-                        client_stats=seen,
-                    )
-                    if seen is not None:
-                        row[f"{side}_latency_client"] = seen.summary()
-                row["load_after"] = _load()
-                rounds.append(row)
-                t, m = row["tidelake_throughput"], row["mock_throughput"]
-                tl, ml = row["tidelake_latency"], row["mock_latency"]
-                assert isinstance(t, dict) and isinstance(m, dict)
-                assert isinstance(tl, dict) and isinstance(ml, dict)
-                vt, vl = row.get("variant_throughput"), row.get("variant_latency")
-                shown = (
-                    f" | variant {vt['mb_per_s']:.1f} MB/s p99 {vl['p99_ms']:.2f} ms"
-                    if isinstance(vt, dict) and isinstance(vl, dict)
-                    else ""
-                )
-                print(
-                    f"round {r}: tidelake {t['mb_per_s']:.1f} MB/s p99 {tl['p99_ms']:.2f} ms | "
-                    f"mock {m['mb_per_s']:.1f} MB/s p99 {ml['p99_ms']:.2f} ms{shown} | "
-                    f"load {row['load_before']:.1f}-{row['load_after']:.1f}",
-                    flush=True,
-                )
+            if variant:
+                others["variant"] = TidelakeProcess(
+                    Path(tmp) / "variant", env={**quiet, **variant}
+                ).start()
+            if tree is not None:
+                others["baseline"] = TidelakeProcess(
+                    Path(tmp) / "baseline", env=quiet, tree=tree
+                ).start()
+            _rounds(args, proc, others, rounds)
         finally:
             proc.stop()
-            if other is not None:
+            for other in others.values():
                 other.stop()
+            if tree is not None:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], check=False)
+    _report(args, variant, rounds)
+    return 0
 
+
+def _rounds(
+    args: argparse.Namespace,
+    proc: TidelakeProcess,
+    others: dict[str, TidelakeProcess],
+    rounds: list[dict[str, object]],
+) -> None:
+    for r in range(args.rounds):
+        throughput_topic, latency_topic = f"peer-throughput-{r}", f"peer-latency-{r}"
+        for broker in (proc, *others.values()):
+            _create_topic(broker.bootstrap, throughput_topic, _PARTITIONS)
+            _create_topic(broker.bootstrap, latency_topic, _PARTITIONS)
+        row: dict[str, object] = {"round": r, "load_before": _load()}
+        # alternate which goes first, so a drift in the machine's load
+        # does not always favour the same side
+        sides = ["tidelake", "mock", *others]
+        order = sides[r % len(sides) :] + sides[: r % len(sides)]
+        for side in order:
+            bootstrap = (
+                "127.0.0.1:1"
+                if side == "mock"
+                else proc.bootstrap
+                if side == "tidelake"
+                else others[side].bootstrap
+            )
+            extra = _MOCK if side == "mock" else None
+            # the full-speed run lasts a second or two: shorter windows
+            seen = ClientStats(250) if args.client_stats else None
+            row[f"{side}_throughput"] = produce_throughput(
+                bootstrap, throughput_topic, args.messages, args.size, extra,
+                client_stats=seen,
+            )
+            if seen is not None:
+                row[f"{side}_throughput_client"] = seen.summary()
+                seen = ClientStats()
+            row[f"{side}_latency"] = produce_latency(
+                bootstrap,
+                latency_topic,
+                args.latency_rate_mb,
+                args.latency_seconds,
+                args.size,
+                extra,
+                client_stats=seen,
+            )
+            if seen is not None:
+                row[f"{side}_latency_client"] = seen.summary()
+        row["load_after"] = _load()
+        rounds.append(row)
+        shown = ""
+        for side in sides:
+            t, lat = row[f"{side}_throughput"], row[f"{side}_latency"]
+            assert isinstance(t, dict) and isinstance(lat, dict)
+            shown += f"{side} {t['mb_per_s']:.1f} MB/s p99 {lat['p99_ms']:.2f} ms | "
+        print(
+            f"round {r}: {shown}load {row['load_before']:.1f}-{row['load_after']:.1f}",
+            flush=True,
+        )
+
+
+def _report(
+    args: argparse.Namespace, variant: dict[str, str], rounds: list[dict[str, object]]
+) -> None:
     def median(key: str, field: str) -> float:
         return statistics.median(float(r[key][field]) for r in rounds)  # type: ignore[index]
 
@@ -157,6 +182,7 @@ def main() -> int:
         ],
     }
     summary["throughput_ratio"] = summary["tidelake_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+    extra_sides = [s for s in ("variant", "baseline") if f"{s}_throughput" in rounds[0]]
     client_rows: list[tuple[str, str, str]] = []
     if args.client_stats:
         for measure, label in (("throughput", "full speed"), ("latency", "20 MB/s")):
@@ -165,7 +191,7 @@ def main() -> int:
                 ("rtt_p99_us", "Produce round trip p99"),
                 ("queue_p99_us", "wait in producer queue p99"),
             ):
-                for side in ("tidelake", "mock"):
+                for side in ("tidelake", "mock", *extra_sides):
                     values = [
                         float(c[field])
                         for r in rounds
@@ -176,13 +202,18 @@ def main() -> int:
                 client_rows.append((f"{what}, {label}", f"{measure}_client_{field}", field))
     if variant:
         summary["variant"] = variant
-        for key, side, field in (
-            ("variant_mb_per_s", "variant_throughput", "mb_per_s"),
-            ("variant_p50_ms", "variant_latency", "p50_ms"),
-            ("variant_p99_ms", "variant_latency", "p99_ms"),
+    if args.baseline:
+        summary["baseline"] = args.baseline
+    for side in extra_sides:
+        for key, measure, field in (
+            (f"{side}_mb_per_s", f"{side}_throughput", "mb_per_s"),
+            (f"{side}_p50_ms", f"{side}_latency", "p50_ms"),
+            (f"{side}_p99_ms", f"{side}_latency", "p99_ms"),
         ):
-            summary[key] = median(side, field)
-        summary["variant_throughput_ratio"] = summary["variant_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+            summary[key] = median(measure, field)
+        summary[f"{side}_throughput_ratio"] = (
+            summary[f"{side}_mb_per_s"] / summary["mock_mb_per_s"]  # type: ignore[operator]
+        )
     result = {
         "benchmark": "produce_peer",
         "machine_cores": os.cpu_count(),
@@ -215,19 +246,27 @@ def main() -> int:
     for title, key, _ in client_rows:
         t_us, m_us = summary.get(f"tidelake_{key}"), summary.get(f"mock_{key}")
         if isinstance(t_us, float) and isinstance(m_us, float):
-            print(f"client: {title:<40} {t_us / 1000:>8.2f} ms {m_us / 1000:>9.2f} ms")
-    if variant:
-        label = " ".join(f"{k}={v}" for k, v in variant.items())
+            more = "".join(
+                f" {side} {v / 1000:.2f} ms"
+                for side in extra_sides
+                if isinstance(v := summary.get(f"{side}_{key}"), float)
+            )
+            print(f"client: {title:<40} {t_us / 1000:>8.2f} ms {m_us / 1000:>9.2f} ms{more}")
+    for side in extra_sides:
+        label = (
+            " ".join(f"{k}={v}" for k, v in variant.items())
+            if side == "variant"
+            else f"{args.baseline}'s code"
+        )
         print(
-            f"variant ({label}): {summary['variant_mb_per_s']:.1f} MB/s "
-            f"({summary['variant_throughput_ratio']:.2f}x the mock), "
-            f"p50 {summary['variant_p50_ms']:.2f} ms, p99 {summary['variant_p99_ms']:.2f} ms"
+            f"{side} ({label}): {summary[f'{side}_mb_per_s']:.1f} MB/s "
+            f"({summary[f'{side}_throughput_ratio']:.2f}x the mock), "
+            f"p50 {summary[f'{side}_p50_ms']:.2f} ms, p99 {summary[f'{side}_p99_ms']:.2f} ms"
         )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "produce_peer.json"
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

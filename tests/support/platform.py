@@ -33,8 +33,11 @@ class TidelakeProcess:
         kafka_port: int | None = None,
         registry_port: int | None = None,
         http_port: int | None = None,
+        tree: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # the checkout it runs from (a bench's baseline worktree); this one by default
+        self.tree = tree if tree is not None else Path(__file__).resolve().parents[2]
         self._started = False
         self._ports_chosen_here = not (kafka_port or registry_port or http_port)
         self.kafka_port = kafka_port or free_port()
@@ -106,7 +109,7 @@ class TidelakeProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=str(Path(__file__).resolve().parents[2]),
+            cwd=str(self.tree),
         )
         deadline = time.monotonic() + timeout
         for port in (self.kafka_port, self.registry_port, self.http_port):
