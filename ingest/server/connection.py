@@ -166,7 +166,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._waiting_memory = False
-        self._flush_due = False  # a _flush is scheduled for delivered replies
         self.closed: asyncio.Future[None] = self._loop.create_future()
         # Produce requests of this connection issue their appends in arrival
         # order even when one waits for a partition moving here (a cluster):
@@ -376,9 +375,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def open_reply(self) -> asyncio.Future[bytes | None]:
         """A response's place in the connection's order, for a request served
-        without a task: :meth:`deliver` fills it and writes what is ready (at
-        once when it is the only request in flight: no loop iteration between
-        the result and the write)."""
+        without a task: :meth:`deliver` fills it and writes what is ready at
+        once (no loop iteration between the result and the write)."""
         reply: asyncio.Future[bytes | None] = self._loop.create_future()
         self._pending.append(reply)
         self._update_reading()
@@ -397,17 +395,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             reply.set_result(data)
         else:
             reply.set_exception(error)
-        if len(self._pending) == 1:
-            self._flush()  # the only request in flight: its answer goes out now
-        elif not self._flush_due:
-            # others in flight may complete in this loop iteration too (one
-            # group commit makes several durable): one write for all of them
-            # saves the client a wake-up and a read per response
-            self._flush_due = True
-            self._loop.call_soon(self._flush)
+        # written now, not coalesced with others completing later in this
+        # loop iteration: a flush deferred to the next iteration waits behind
+        # the work queued there (other requests' stamping and WAL appends),
+        # which put 0.5 ms on the p99 of five 1 MiB requests pipelined
+        self._flush()
 
     def _flush(self, _fut: object = None) -> None:
-        self._flush_due = False
         if self.transport is None or self._closing:
             return
         out: list[bytes] = []
