@@ -423,6 +423,9 @@ class LogManager:
     async def enforce_retention(self) -> None:
         for topic in list(self.topics.values()):
             for p in topic.partitions:
+                # one partition at a time between the event loop's other work:
+                # a pass over every partition must not hold up the requests
+                await asyncio.sleep(0)
                 try:
                     await p.enforce_retention()
                 except KafkaError:

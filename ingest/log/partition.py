@@ -602,16 +602,21 @@ class PartitionLog:
             stop = self._appended[0][0] if self._appended else self.high_watermark
             cur_base = -1
             cur = [0, 0, 0, -1]
-            async for _view, h, sb_end in self.scan(self.log_start_offset):
-                if h.base_offset >= stop:
-                    break
-                if cur_base != sb_end:  # a new stream batch
-                    if cur_base != -1:
-                        idx.add(*cur)
-                    cur = [h.base_offset, sb_end, 0, -1]
-                    cur_base = sb_end
-                cur[2] += h.size
-                cur[3] = max(cur[3], h.max_timestamp)
+            # only what this process did not append is read (none of it for
+            # a partition created here): a scan fetches 4 MiB before it can
+            # stop, which the first retention pass did on the event loop for
+            # every partition, a stall of tens of ms behind a burst
+            if stop > self.log_start_offset:
+                async for _view, h, sb_end in self.scan(self.log_start_offset):
+                    if h.base_offset >= stop:
+                        break
+                    if cur_base != sb_end:  # a new stream batch
+                        if cur_base != -1:
+                            idx.add(*cur)
+                        cur = [h.base_offset, sb_end, 0, -1]
+                        cur_base = sb_end
+                    cur[2] += h.size
+                    cur[3] = max(cur[3], h.max_timestamp)
             if cur_base != -1:
                 idx.add(*cur)
             for entry in self._appended:

@@ -154,6 +154,33 @@ async def test_retention_ms_trims_old_batches(make_log) -> None:  # type: ignore
     assert [r.offset for r in await _all_records(log, 0)] == [2, 3]
 
 
+async def test_retention_reads_only_what_this_process_did_not_append(make_log) -> None:  # type: ignore[no-untyped-def]
+    """The first retention pass indexes the log: batches appended by this
+    process are indexed as they are appended, so only older ones (a restart's)
+    are read back, not a chunk of the stream per partition on the loop."""
+    clock = Clock()
+    log = await make_log({"retention.ms": "1000"}, clock)
+    fetches: list[int] = []
+    fetch = log.stream.fetch
+
+    async def counted(start: int, end: int, max_bytes: int):  # type: ignore[no-untyped-def]
+        fetches.append(start)
+        return await fetch(start, end, max_bytes)
+
+    log.stream.fetch = counted
+    await log.append(_batch(2, ts=clock.now - 5000)).durable
+    await log.append(_batch(2, ts=clock.now - 10)).durable
+    assert await log.enforce_retention() == 2
+    assert fetches == []
+    # restarted over the same stream: the old batches are read to index them
+    fresh = PartitionLog("t", 0, log.stream, log._config, clock_ms=clock)
+    await fresh.append(_batch(1, ts=clock.now - 5000)).durable
+    clock.now += 10_000
+    assert await fresh.enforce_retention() == 5
+    assert fetches == [2]
+    assert [r.offset for r in await _all_records(fresh, 0)] == []
+
+
 async def test_retention_bytes_keeps_the_newest_data_within_the_limit(make_log) -> None:  # type: ignore[no-untyped-def]
     log = await make_log({"retention.bytes": "150", "retention.ms": "-1"})
     for _ in range(4):
