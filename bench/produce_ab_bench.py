@@ -9,7 +9,8 @@ directory under ``--data-dir`` (tmpfs by default: the broker's own work,
 without the disk), and one raw client (a blocking socket, no librdkafka)
 sends each the same Produce frame (acks=all, ``--partitions`` x one lz4
 batch of ``--records`` records of 1 KiB, ``produce_rtt_bench``'s request)
-with one request in flight, in alternating blocks of ``--per-block``
+with one request in flight (``--in-flight N``: N pipelined, as a
+producer at full speed keeps them), in alternating blocks of ``--per-block``
 requests, the order of the two flipped every block. For each block it takes
 the broker's CPU per request (the scheduler's run time of all its threads,
 background uploads included) and the round trips; drift in the machine's
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -89,14 +91,19 @@ class _Broker:
         self.cpu_us: list[float] = []
         self.latencies_ms: list[float] = []
 
-    def block(self, requests: list[bytes], keep: bool) -> None:
+    def block(self, requests: list[bytes], keep: bool, in_flight: int = 1) -> None:
         before = _cpu_seconds(self.proc.pid)
         times = []
+        sent: deque[float] = deque()  # send times of the requests in flight, in order
         for frame in requests:
-            started = time.perf_counter()
+            if len(sent) == in_flight:
+                self.client.recv_frame()
+                times.append((time.perf_counter() - sent.popleft()) * 1000)
+            sent.append(time.perf_counter())
             self.client.send_raw(frame)
+        while sent:
             self.client.recv_frame()
-            times.append((time.perf_counter() - started) * 1000)
+            times.append((time.perf_counter() - sent.popleft()) * 1000)
         if keep:
             self.cpu_us.append((_cpu_seconds(self.proc.pid) - before) / len(requests) * 1e6)
             self.latencies_ms.extend(times)
@@ -130,6 +137,9 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=27)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--data-dir", default="/dev/shm")
+    ap.add_argument(
+        "--in-flight", type=int, default=1, help="requests pipelined on the connection"
+    )
     args = ap.parse_args()
     requests = frames(args.per_block, args.records, args.size, args.partitions)
     brokers: list[_Broker] = []
@@ -147,7 +157,7 @@ def main() -> int:
                     )
                     for b in range(_WARM_UP_BLOCKS + args.blocks):
                         for broker in brokers if b % 2 == 0 else brokers[::-1]:
-                            broker.block(requests, keep=b >= _WARM_UP_BLOCKS)
+                            broker.block(requests, b >= _WARM_UP_BLOCKS, args.in_flight)
                     summaries = {b.name: b.summary() for b in brokers}
                 finally:
                     for broker in brokers:
@@ -160,7 +170,7 @@ def main() -> int:
             )
     base, new = summaries["baseline"], summaries["this checkout"]
     print(
-        f"\none Produce in flight ({args.partitions} x {args.records} lz4 records of "
+        f"\n{args.in_flight} Produce in flight ({args.partitions} x {args.records} lz4 records of "
         f"{args.size} B), {args.blocks} alternating blocks of {args.per_block}, medians"
     )
     print(f"{'':28s}{'CPU us/req':>12s}{'p50 ms':>9s}{'p90 ms':>9s}{'p99 ms':>9s}")
