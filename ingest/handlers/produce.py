@@ -353,8 +353,15 @@ class _Settlement:
 
     def _take_issued(self) -> None:
         for s in self._slots:
-            if isinstance(s.outcome, asyncio.Future) and s.outcome.done():
-                s.outcome = s.outcome.result()
+            fut = s.outcome
+            if isinstance(fut, asyncio.Future) and fut.done():
+                if fut.cancelled() or fut.exception() is not None:  # shutdown, or a bug
+                    why = "cancelled" if fut.cancelled() else fut.exception()
+                    s.outcome = AppendOutcome(
+                        ErrorCode.kafka_storage_error, message=f"append failed: {why}"
+                    )
+                else:
+                    s.outcome = fut.result()
 
     def _watch_durable(self, deadline: float | None) -> None:
         pending = [
@@ -384,6 +391,12 @@ class _Settlement:
         self._finished = True
         if self._timer is not None:
             self._timer.cancel()
+        try:
+            self._finalize()
+        finally:  # whatever happened, the request is answered (or its connection closed)
+            self._done()
+
+    def _finalize(self) -> None:
         self._take_issued()
         for s in self._slots:
             if isinstance(s.outcome, asyncio.Future):
@@ -404,7 +417,6 @@ class _Settlement:
                     log_start_offset=out.log_start_offset,
                     message=f"append failed: {error}",
                 )
-        self._done()
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
