@@ -19,9 +19,11 @@ number of examples per operation, a fixed seed, no example database;
 
 from __future__ import annotations
 
+import atexit
 import copy
 import itertools
 import os
+import shutil
 import tempfile
 import uuid
 import zlib
@@ -105,6 +107,8 @@ def _create_seed_table(backing: SqlCatalog) -> None:
 
 def _backing() -> SqlCatalog:
     data = Path(tempfile.mkdtemp(prefix="tidelake-catalog-fuzz-"))
+    # built at import (schemathesis needs the app then): removed at exit
+    atexit.register(shutil.rmtree, data, ignore_errors=True)
     return SqlCatalog(
         "fuzz", uri=f"sqlite:///{data / 'catalog.db'}", warehouse=(data / "wh").as_uri()
     )
