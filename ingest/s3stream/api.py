@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ingest.s3stream.wal.api import ReplySent
+
 __all__ = ["StreamBatch", "Stream", "StreamEngine", "BatchTransform", "RewriteStats"]
 
 
@@ -132,6 +134,27 @@ class StreamEngine(Protocol):
         the engine keeps up, above 0 while object storage is degraded or
         uploads fall behind (appends are still accepted; the client is asked
         to slow down)."""
+
+    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+        """Have ``data`` sent on the connected socket ``fd`` as soon as every
+        append issued so far is durable, by whoever learns of it first (the
+        file WAL's writer thread, right after its fsync); the token, or None
+        when this engine cannot (the caller answers as usual). The contract
+        is :class:`~ingest.s3stream.wal.api.DurableReplies`'."""
+
+    def cancel_reply(self, token: int) -> bool:
+        """Take back a reply of :meth:`reply_when_durable` still waiting
+        (True: it is never sent); False once it is being sent."""
+
+    def sync_now(self) -> None:
+        """Start making the appends issued so far durable now rather than at
+        the end of the loop iteration (a reply is about to wait for them)."""
+
+    def poll_durable(self) -> None:
+        """Hear now of the appends made durable so far, while replies of
+        :meth:`reply_when_durable` are outstanding: a client that holds one
+        may ask for the records before the loop heard of them; the broker
+        calls this before it serves such a request."""
 
     async def close(self) -> None:
         """Stop background work; flush what the implementation promises to flush."""

@@ -64,6 +64,11 @@ class S3StreamConfig(BaseModel):
     """File WAL: the group-commit writer thread, the C one that never takes the
     GIL (the default; the Python one, with a warning, where it is not built) or
     the Python one (for comparison; the same on disk)."""
+    wal_writer_replies: bool = True
+    """File WAL, C writer: a Produce response whose records are being synced
+    is sent by the writer thread itself right after the fdatasync, not by the
+    event loop once it has heard of it (plain TCP connections; see
+    ``ingest/server/lent_reply.py``); false: the loop writes every response."""
     file_object_writeback_bytes: int = Field(default=64 * 1024, ge=0)
     """A ``file://`` object store writes each object this many bytes at a
     time, each step on the disk before the next, so that a file WAL on the

@@ -67,7 +67,7 @@ from ingest.s3stream.objectstore.api import ObjectStore
 from ingest.s3stream.reader import ObjectReader
 from ingest.s3stream.stream import S3Stream, _Inflight
 from ingest.s3stream.upload import Picked, UploadBuilder
-from ingest.s3stream.wal.api import WriteAheadLog
+from ingest.s3stream.wal.api import DurableReplies, ReplySent, WriteAheadLog
 
 __all__ = ["S3StreamEngine"]
 
@@ -111,6 +111,8 @@ class S3StreamEngine:
         self._metadata = metadata
         self._objects = objects
         self._wal = wal
+        # a WAL whose writer sends replies itself (checked once: a Protocol's isinstance is slow)
+        self._replies_wal = wal if isinstance(wal, DurableReplies) else None
         self._run = ThreadRunner(4, "s3stream")
         self._log_cache = LogCache(config.log_cache_bytes)
         self._block_cache: BlockCache[StreamRange] = BlockCache(config.block_cache_bytes)
@@ -226,6 +228,35 @@ class S3StreamEngine:
         while object storage is degraded or uploads fall behind (see
         :mod:`ingest.s3stream.backpressure`)."""
         return self._backpressure.throttle_ms()
+
+    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+        """Have the WAL's writer send ``data`` on the connected socket ``fd``
+        once every append issued so far is durable (see
+        :class:`~ingest.s3stream.wal.api.DurableReplies`); None when this
+        engine's WAL cannot, or the engine is fenced."""
+        wal = self._replies_wal
+        if wal is None or self._fenced is not None or self._closed:
+            return None
+        return wal.reply_when_durable(fd, data, on_sent)
+
+    def cancel_reply(self, token: int) -> bool:
+        """Take back a reply of :meth:`reply_when_durable` still waiting."""
+        return self._replies_wal is not None and self._replies_wal.cancel_reply(token)
+
+    def sync_now(self) -> None:
+        """Start making the appends issued so far durable now, not at the end
+        of this loop iteration: a reply of :meth:`reply_when_durable` is
+        about to wait for them."""
+        if self._replies_wal is not None:
+            self._replies_wal.sync_now()
+
+    def poll_durable(self) -> None:
+        """While replies of :meth:`reply_when_durable` are outstanding, hear
+        now of the appends the WAL made durable (a client holding such a
+        reply may ask for its records before the loop heard of them)."""
+        wal = self._replies_wal
+        if wal is not None and wal.replies_outstanding:
+            wal.poll_durable()
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:

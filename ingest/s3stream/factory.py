@@ -57,4 +57,5 @@ def open_wal(config: S3StreamConfig, objects: ObjectStore) -> WriteAheadLog:
         prefill_bytes=config.wal_prefill_bytes,
         sync_depth=config.wal_sync_depth,
         native=file_wal.NATIVE and config.wal_writer == "c",
+        writer_replies=config.wal_writer_replies,
     )

@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 from ingest.s3stream.api import BatchTransform, RewriteStats, StreamBatch
 from ingest.s3stream.compact.rewrite import split_runs, transform_runs
 from ingest.s3stream.errors import EngineClosedError, OffsetOutOfRangeError, UnknownStreamError
+from ingest.s3stream.wal.api import ReplySent
 
 __all__ = ["MemoryStreamEngine"]
 
@@ -127,6 +128,19 @@ class MemoryStreamEngine:
     def backpressure_ms(self) -> int:
         """Always 0: nothing is uploaded, so nothing falls behind."""
         return 0
+
+    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+        """Never: an append here is done when it is issued."""
+        return None
+
+    def cancel_reply(self, token: int) -> bool:
+        return False
+
+    def sync_now(self) -> None:
+        """Nothing to sync."""
+
+    def poll_durable(self) -> None:
+        """Nothing to hear of."""
 
     async def start(self) -> None:
         self._running = True

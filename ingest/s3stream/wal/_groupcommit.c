@@ -39,6 +39,19 @@
  *                                 failed with errno; `seconds` holds the
  *                                 duration of each group commit since the last
  *                                 call. Releases the finished records' buffers.
+ *   token = w.reply_after(sock_fd, data)
+ *                                 send `data` (bytes) on the connected socket
+ *                                 sock_fd once every record submitted so far
+ *                                 is durable (see "Replies"); None when they
+ *                                 already are, or the WAL failed or closes
+ *   w.cancel_reply(token)         True if the reply was still waiting (it is
+ *                                 never sent); False once it is being sent
+ *   [(token, sent, errno)] = w.replies()
+ *                                 the replies finished since the last call:
+ *                                 `sent` bytes went out (all, some: the rest
+ *                                 is the caller's to write, or none: errno
+ *                                 says why, the records' failure or the
+ *                                 socket's); cancelled ones are dropped
  *   w.close()                     finish what is queued, stop the thread
  *   w.fd                          the segment fd being written (the caller
  *                                 closes it after close())
@@ -70,6 +83,20 @@
  * the records go on at the fd's offset (writev), which pwrite does not move.
  * The zeros read as the end of the log (a record's CRC covers its position),
  * and the caller cuts them at close. A failing step only stops prefilling.
+ *
+ * Replies: the Produce response of records being synced is known before
+ * they are durable. Handed here, the writer thread that makes them durable
+ * sends it itself, right after its fdatasync, instead of signalling the
+ * event loop and waiting for it to wake, run the completion chain in Python
+ * and write the response (measured with perf trace on the paced request:
+ * 100-130 us from the eventfd write to the loop's send). The sends come
+ * before the eventfd's write: written first, the loop's wake-up took the
+ * writer's core before it sent. So a client may hold a reply before the
+ * loop has read the completion that made its records durable: while replies
+ * are outstanding, the loop reads completions (completed(), replies())
+ * before it serves another request, so that a read of the records finds
+ * them. `good` moves before any reply due on it is sent. The caller must not
+ * write to that socket while a reply is queued or sending.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -83,6 +110,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "_replies.h"
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -143,6 +172,7 @@ typedef struct {
     char *zeros;       /* PREFILL_STEP zero bytes */
     double durations[MAX_DURATIONS];
     int n_durations;
+    ReplyQueue replies; /* under the mutex */
 } GroupCommit;
 
 #define CHECK_INITED(self)                                                       \
@@ -336,6 +366,8 @@ static void *writer_main(void *arg) {
     Item *items = NULL;
     struct iovec *iov = NULL;
     Py_ssize_t room = 0;
+    Reply **due = NULL;
+    size_t due_room = 0;
     pthread_mutex_lock(&self->mu);
     for (;;) {
         if (self->closing)
@@ -401,7 +433,27 @@ static void *writer_main(void *arg) {
         /* busy, the writers go on with whatever came meanwhile; only idle ones
          * wait for the next kick */
         self->kicked = self->submitted;
+        size_t n_due = 0;
+        if (self->replies.n) {
+            if (self->replies.n > due_room) {
+                Reply **grown = realloc(due, self->replies.n * 2 * sizeof(Reply *));
+                if (grown) {
+                    due = grown;
+                    due_room = self->replies.n * 2;
+                }
+            }
+            if (self->replies.n <= due_room) /* else they wait for the next batch */
+                n_due = replies_take(&self->replies, self->good, self->done, self->error, due);
+        }
         pthread_mutex_unlock(&self->mu);
+        if (n_due) { /* before waking the loop, whose wake-up may preempt this thread */
+            for (size_t i = 0; i < n_due; i++)
+                reply_send(due[i]);
+            pthread_mutex_lock(&self->mu);
+            for (size_t i = 0; i < n_due; i++)
+                due[i]->state = REPLY_DONE;
+            pthread_mutex_unlock(&self->mu);
+        }
         signal_loop(self);
         pthread_mutex_lock(&self->mu);
         /* idle (no sync in flight either: a record's sync must not find a new
@@ -435,6 +487,7 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&self->mu);
     free(items);
     free(iov);
+    free(due);
     signal_loop(self);
     return NULL;
 }
@@ -524,10 +577,16 @@ static void stop_thread(GroupCommit *self) {
         pthread_join(self->threads[i], NULL);
     Py_END_ALLOW_THREADS
     self->running = 0;
+    pthread_mutex_lock(&self->mu);
+    replies_fail_queued(&self->replies, ESHUTDOWN); /* records that never became durable */
+    pthread_mutex_unlock(&self->mu);
 }
 
 static void GroupCommit_dealloc(GroupCommit *self) {
     stop_thread(self);
+    for (size_t i = 0; i < self->replies.n; i++)
+        Py_XDECREF((PyObject *)self->replies.items[i]->owner);
+    replies_clear(&self->replies);
     if (self->entries) {
         release_upto(self, self->submitted);
         PyMem_Free(self->entries);
@@ -628,6 +687,63 @@ static PyObject *GroupCommit_completed(GroupCommit *self, PyObject *Py_UNUSED(ig
     return Py_BuildValue("LLiN", done, good, error, seconds);
 }
 
+static PyObject *GroupCommit_reply_after(GroupCommit *self, PyObject *args) {
+    int sock_fd;
+    PyObject *data;
+    CHECK_INITED(self);
+    if (!PyArg_ParseTuple(args, "iS", &sock_fd, &data))
+        return NULL;
+    Py_INCREF(data);
+    pthread_mutex_lock(&self->mu);
+    long long token = -2;
+    if (self->running && !self->closing && !self->error && self->good < self->submitted)
+        token = replies_add(&self->replies, self->submitted, sock_fd, PyBytes_AS_STRING(data),
+                            (size_t)PyBytes_GET_SIZE(data), data);
+    pthread_mutex_unlock(&self->mu);
+    if (token >= 0)
+        return PyLong_FromLongLong(token);
+    Py_DECREF(data);
+    if (token == -1)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *GroupCommit_cancel_reply(GroupCommit *self, PyObject *arg) {
+    CHECK_INITED(self);
+    long long token = PyLong_AsLongLong(arg);
+    if (token == -1 && PyErr_Occurred())
+        return NULL;
+    pthread_mutex_lock(&self->mu);
+    int cancelled = replies_cancel(&self->replies, token);
+    pthread_mutex_unlock(&self->mu);
+    return PyBool_FromLong(cancelled);
+}
+
+static PyObject *GroupCommit_replies(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INITED(self);
+    pthread_mutex_lock(&self->mu);
+    size_t room = self->replies.n;
+    Reply **out = room ? malloc(room * sizeof(Reply *)) : NULL;
+    size_t n = out ? replies_pop(&self->replies, out) : 0;
+    pthread_mutex_unlock(&self->mu);
+    if (room && !out)
+        return PyErr_NoMemory();
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; i < n; i++) {
+        Reply *r = out[i];
+        if (list && r->state == REPLY_DONE) {
+            PyObject *item = Py_BuildValue("Lni", r->token, (Py_ssize_t)r->sent, r->err);
+            if (!item || PyList_Append(list, item) < 0)
+                Py_CLEAR(list);
+            Py_XDECREF(item);
+        }
+        Py_XDECREF((PyObject *)r->owner);
+        free(r);
+    }
+    free(out);
+    return list;
+}
+
 static PyObject *GroupCommit_close(GroupCommit *self, PyObject *Py_UNUSED(ignored)) {
     stop_thread(self);
     Py_RETURN_NONE;
@@ -661,6 +777,12 @@ static PyMethodDef GroupCommit_methods[] = {
      "kick(): let the writer take what is queued"},
     {"completed", (PyCFunction)GroupCommit_completed, METH_NOARGS,
      "completed() -> (done, good, errno, seconds); release finished records"},
+    {"reply_after", (PyCFunction)GroupCommit_reply_after, METH_VARARGS,
+     "reply_after(sock_fd, data) -> token | None; send data once what is submitted is durable"},
+    {"cancel_reply", (PyCFunction)GroupCommit_cancel_reply, METH_O,
+     "cancel_reply(token) -> bool; True if the reply was still waiting"},
+    {"replies", (PyCFunction)GroupCommit_replies, METH_NOARGS,
+     "replies() -> [(token, sent, errno)]; the replies finished since the last call"},
     {"close", (PyCFunction)GroupCommit_close, METH_NOARGS,
      "close(): write what is queued and stop the writer thread"},
     {NULL, NULL, 0, NULL},

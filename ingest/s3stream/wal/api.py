@@ -5,12 +5,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["WalAppend", "WalRecord", "WriteAheadLog", "OnDone", "call_when_done"]
+__all__ = [
+    "WalAppend",
+    "WalRecord",
+    "WriteAheadLog",
+    "OnDone",
+    "call_when_done",
+    "DurableReplies",
+    "ReplySent",
+]
 
 # Told once of an append's outcome: None once it is durable, else the error.
 OnDone = Callable[[BaseException | None], None]
+
+# Told once of a reply handed to ``DurableReplies.reply_when_durable``: the
+# bytes the socket took (all of them, some: the rest is the caller's to
+# write, or none) and the errno of why not all (0 if all, or the socket was
+# full).
+ReplySent = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +97,43 @@ class WriteAheadLog(Protocol):
     async def trim(self, upto_position: int) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class DurableReplies(Protocol):
+    """A WAL whose writer sends a response itself once the records it
+    answers are durable (the file WAL's C writer): the response leaves right
+    after the fsync, not a turn of the event loop later.
+
+    - ``reply_when_durable`` queues ``data`` for the connected socket ``fd``,
+      to be sent once every record appended so far is durable; the token, or
+      None when it cannot (they already are, or the log failed or closes):
+      the caller answers as usual then.
+    - A client may hold a reply before the loop has heard that its records
+      are durable: ``poll_durable`` hears of it now (``on_done`` of every
+      append made durable so far, ``on_sent`` of every reply sent), and the
+      broker calls it before serving a request that may read them, while
+      ``replies_outstanding``.
+    - ``on_sent`` is called once, on the event loop, after the send (or once
+      the records failed: nothing is sent then, and the errno is theirs).
+    - ``sync_now`` starts the group commit of what is appended now rather
+      than at the end of the loop iteration (a reply is about to wait for it).
+    - ``cancel_reply`` takes back a reply still waiting (True: never sent,
+      ``on_sent`` not called); False once it is being sent.
+    - The caller writes nothing else to ``fd`` while a reply is outstanding
+      and keeps the fd open until ``on_sent`` (or a cancel).
+    """
+
+    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None: ...
+
+    def cancel_reply(self, token: int) -> bool: ...
+
+    def sync_now(self) -> None: ...
+
+    @property
+    def replies_outstanding(self) -> bool: ...
+
+    def poll_durable(self) -> None: ...
 
 
 def call_when_done(future: asyncio.Future[None], on_done: OnDone) -> None:

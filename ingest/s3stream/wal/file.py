@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from ingest.errors import StorageError
 from ingest.s3stream.latency import LatencyHistogram
-from ingest.s3stream.wal.api import OnDone, WalAppend, WalRecord, call_when_done
+from ingest.s3stream.wal.api import OnDone, ReplySent, WalAppend, WalRecord, call_when_done
 from ingest.s3stream.wal.codec import HEADER, RECORD_HEADER_SIZE, scan_records
 from ingest.s3stream.wal.codec import encode_header as _encode_header
 
@@ -117,6 +117,7 @@ class FileWriteAheadLog:
         prefill_bytes: int = 1 << 20,
         native: bool | None = None,
         sync_depth: int | None = None,
+        writer_replies: bool = True,
     ) -> None:
         if native and _native is None:
             raise StorageError("the C WAL writer (ingest.s3stream.wal._groupcommit) is not built")
@@ -127,6 +128,7 @@ class FileWriteAheadLog:
         self._max_spares = recycled_segments
         self._prefill = max(0, prefill_bytes)
         self._sync_depth = SYNC_DEPTH if sync_depth is None else sync_depth
+        self._writer_replies = writer_replies  # the C writer sends replies (DurableReplies)
         if not 1 <= self._sync_depth <= 4:
             raise StorageError(f"WAL sync depth {self._sync_depth} is not 1 to 4")
         self._spares: list[Path] = []  # trimmed segment files to reuse, oldest first
@@ -151,6 +153,7 @@ class FileWriteAheadLog:
         self._waiting: deque[tuple[asyncio.Future[None], OnDone | None]] = deque()
         self._finished = 0  # native: records the C writer reported finished
         self._kick_due = False  # native: the writer is woken at the end of this iteration
+        self._replies: dict[int, ReplySent] = {}  # native: replies the writer sends
         self._syncs = 0  # fdatasync calls issued by the Python writer (group commits)
         # per group commit: from the writer taking the queue to its fdatasync
         # returning (writev, segment roll and fdatasync)
@@ -397,6 +400,40 @@ class FileWriteAheadLog:
                 self._cond.notify()
         return WalAppend(position, position + size, future)
 
+    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+        """See :class:`~ingest.s3stream.wal.api.DurableReplies`: the C
+        writer sends ``data`` after the fdatasync that makes every record
+        appended so far durable. None with the Python writer, or when the
+        log failed."""
+        if self._writer is None or self._failed is not None or not self._writer_replies:
+            return None
+        token = self._writer.reply_after(fd, data)
+        if token is not None:
+            self._replies[token] = on_sent
+        return token
+
+    def cancel_reply(self, token: int) -> bool:
+        if self._writer is None or not self._writer.cancel_reply(token):
+            return False
+        self._replies.pop(token, None)
+        return True
+
+    def sync_now(self) -> None:
+        """Wake the C writer for what is queued now, not at the end of this
+        loop iteration: a reply waits for it (see ``DurableReplies``). A busy
+        writer takes it after its sync, with whatever else comes meanwhile."""
+        if self._writer is not None and self._kick_due:
+            self._writer.kick()
+
+    @property
+    def replies_outstanding(self) -> bool:
+        return bool(self._replies)
+
+    def poll_durable(self) -> None:
+        """Hear now of what the C writer finished (see ``DurableReplies``)."""
+        if self._writer is not None and self._replies:
+            self._on_completed()
+
     def _kick(self) -> None:
         self._kick_due = False
         if self._writer is not None:
@@ -428,6 +465,11 @@ class FileWriteAheadLog:
                 if on_done is not None:
                     on_done(error)
         self._finished = done
+        if self._replies:  # after the records: their readers are woken first
+            for token, sent, err in self._writer.replies():
+                on_sent = self._replies.pop(token, None)
+                if on_sent is not None:
+                    on_sent(sent, err)
 
     def _segment_fd(self, start: int) -> int:
         """An fd to append to the segment starting at ``start``: an existing
