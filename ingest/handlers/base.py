@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ingest.broker import Broker
     from ingest.security.sasl import SecuritySession
 
-__all__ = ["RequestContext", "ApiSpec", "Handler", "EagerRun", "Respond"]
+__all__ = ["RequestContext", "ApiSpec", "Handler", "EagerRun", "Respond", "Early"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +41,23 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # How an eager run hands its result back: (response entity, None) or (None, error).
 Respond = Callable[[Any, "BaseException | None"], None]
 
+# How an eager run hands its response over before its work is durable, when
+# only the WAL's fsync stands between it and the client: ``early(build)``
+# calls ``build()`` for the response only if the connection can lend it to
+# the WAL's writer, which sends it itself right after the fsync. It returns
+# None (not lent), or a probe telling later whether the lent response went
+# out; ``respond`` is still called, and its answer goes out only if not.
+Early = Callable[[Callable[[], Any]], "Callable[[], bool] | None"]
+
 
 class EagerRun(Protocol):
     """A request an API serves without a task: its work is issued when
     ``run`` is called, synchronously, and ``respond`` is called once (maybe
-    within ``run``, maybe from a later callback of the event loop)."""
+    within ``run``, maybe from a later callback of the event loop). With
+    ``early`` (None where the connection cannot take it), the run may also
+    hand over, once, the response it will give if its appends become durable."""
 
-    def run(self, respond: Respond) -> None: ...
+    def run(self, respond: Respond, early: Early | None = None) -> None: ...
 
 
 # Called as the request is framed: an EagerRun when the request can be served

@@ -47,7 +47,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from ingest.cluster.racks import PRODUCE, client_id_rack
-from ingest.handlers.base import RequestContext, Respond
+from ingest.handlers.base import Early, RequestContext, Respond
 from ingest.handlers.txn_common import refusal
 from ingest.log.partition import AppendOutcome
 from ingest.protocol.errors import ErrorCode, error_class
@@ -213,13 +213,15 @@ def eager(ctx: RequestContext, request: ProduceRequest) -> _EagerProduce | None:
 
 
 class _EagerProduce:
-    __slots__ = ("_ctx", "_request", "_results", "_slots", "_respond")
+    __slots__ = ("_ctx", "_request", "_results", "_slots", "_respond", "_answered", "_early")
 
     def __init__(self, ctx: RequestContext, request: ProduceRequest) -> None:
         self._ctx = ctx
         self._request = request
+        self._answered: Callable[[], bool] | None = None  # a response lent to the WAL's writer
+        self._early: ProduceResponse | None = None
 
-    def run(self, respond: Respond) -> None:
+    def run(self, respond: Respond, early: Early | None = None) -> None:
         ctx, request = self._ctx, self._request
         ctx.broker.rack_traffic.add(client_id_rack(ctx.client_id), PRODUCE, _payload_bytes(request))
         upfront: tuple[ErrorCode, str] | None = None
@@ -232,14 +234,39 @@ class _EagerProduce:
         self._slots = [s for _, parts in self._results for s in parts]
         deadline = asyncio.get_running_loop().time() + _wait_s(request)
         _Settlement(self._slots, deadline, self._settled)
+        if early is not None and _durable_only(self._slots) and not ctx.broker.cluster.clustered:
+            # only the fsync is left: the response it will get goes to the
+            # WAL's writer, which sends it right after (a cluster's broker
+            # also checks, once durable, that it still owns the partitions)
+            self._answered = early(self._early_response)
+
+    def _early_response(self) -> ProduceResponse:
+        self._early = _response_of(self._ctx, self._results, self._slots, 0)
+        return self._early
 
     def _settled(self) -> None:
+        if self._answered is not None and self._answered():
+            self._respond(self._early, None)  # the WAL's writer sent it: for the metrics
+            return
         try:
             response = _response_of(self._ctx, self._results, self._slots, 0)
         except Exception as exc:  # noqa: BLE001 - the connection hears of it, and closes
             self._respond(None, exc)
             return
         self._respond(response, None)
+
+
+def _durable_only(slots: list[_Slot]) -> bool:
+    """Every append is issued and what is left to wait for is durability."""
+    pending = False
+    for s in slots:
+        out = s.outcome
+        if not isinstance(out, AppendOutcome):
+            return False
+        fut = out.durable_future
+        if fut is not None and out.error == ErrorCode.none and not fut.done():
+            pending = True
+    return pending
 
 
 def _not_in_transaction(

@@ -34,7 +34,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ingest.server.lent_reply import Lender
+
 if TYPE_CHECKING:
+    from ingest.s3stream.api import StreamEngine
     from ingest.security.sasl import SecuritySession
 
 __all__ = [
@@ -171,6 +174,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # order even when one waits for a partition moving here (a cluster):
         # the idempotent sequences of pipelined requests must not overtake.
         self.produce_order = ProduceOrder()
+        self._lender = Lender()  # a response the WAL's writer sends (see lent_reply)
 
     # --- asyncio callbacks ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -178,6 +182,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}" if peer else "?"
         transport.set_write_buffer_limits(high=8 * 1024 * 1024)  # type: ignore[attr-defined]
+        self._lender.attach(transport)  # type: ignore[arg-type]
         self.last_active = self._loop.time()
         if self.session is not None:
             self.session.on_connected(transport)
@@ -190,6 +195,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not item.done():
                 item.cancel()
         self._pending.clear()
+        self._lender.lost()
         self._drop_partial()
         if not self.closed.done():
             self.closed.set_result(None)
@@ -387,9 +393,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
     ) -> None:
         """The response of ``reply`` (or the error that closes the connection)."""
         if reply.done():
-            return  # the connection was lost: its replies were cancelled
+            return  # the connection was lost, or the WAL's writer sent it
         if self._closing:
             reply.cancel()
+            return
+        if self._lender.intercept(reply, data, error):
+            return  # the WAL's writer is sending the reply it was lent
+        self._settle(reply, data, error)
+
+    def lend(self, reply: asyncio.Future[bytes | None], data: bytes, engine: StreamEngine) -> bool:
+        """Have ``engine``'s WAL writer send ``data``, the response of
+        ``reply``, as soon as the appends issued so far are durable (see
+        :mod:`~ingest.server.lent_reply`); only for the next reply owed.
+        :meth:`deliver` is still called with the handler's answer: it goes
+        out only if the lent reply did not."""
+        if not self.may_lend(reply):
+            return False
+        return self._lender.lend(reply, data, engine, self._settle)
+
+    def may_lend(self, reply: asyncio.Future[bytes | None]) -> bool:
+        """Whether :meth:`lend` may take ``reply`` now (before its response is built)."""
+        return (
+            not self._closing
+            and not self._draining
+            and bool(self._pending)
+            and self._pending[0] is reply
+            and self._lender.may_lend()
+        )
+
+    def _settle(
+        self, reply: asyncio.Future[bytes | None], data: bytes | None, error: BaseException | None
+    ) -> None:
+        if reply.done():
             return
         if error is None:
             reply.set_result(data)
