@@ -151,6 +151,18 @@ class StorageCollector(Collector):
             "File WAL group commits: writev and fdatasync of what was queued, per commit.",
             getattr(e, "wal_sync_latency", None),
         )
+        replies = getattr(e, "wal_replies_sent", None)
+        if isinstance(replies, dict):
+            c = CounterMetricFamily(
+                f"{p}_wal_writer_replies",
+                "Produce responses the file WAL's writer thread sent itself right after "
+                "the fdatasync, by outcome: whole, partly (the rest written by the event "
+                "loop), not (their records or the socket failed: the loop answered).",
+                labels=["sent"],
+            )
+            for outcome, n in replies.items():
+                c.add_metric([outcome], n)
+            yield c
         yield from _summary(
             f"{p}_object_put_seconds",
             "Object puts of uploads.",

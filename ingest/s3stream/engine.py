@@ -208,6 +208,13 @@ class S3StreamEngine:
         return hist if isinstance(hist, LatencyHistogram) else None
 
     @property
+    def wal_replies_sent(self) -> dict[str, int] | None:
+        """Produce responses the WAL's writer sent itself, by outcome (None
+        for a WAL that sends none)."""
+        counts = getattr(self._replies_wal, "replies_sent", None)
+        return dict(counts) if isinstance(counts, dict) else None
+
+    @property
     def objects_put(self) -> int:
         """Objects put by uploads (compaction's are not counted)."""
         return self._builder.objects_put

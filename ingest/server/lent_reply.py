@@ -31,7 +31,6 @@ The rules that keep the connection's byte stream whole:
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 from collections.abc import Callable
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
     from ingest.s3stream.api import StreamEngine
 
 __all__ = ["LentReply", "Lender", "Settle"]
-
-log = logging.getLogger(__name__)
 
 # settle(reply, data, error): resolve a connection's reply, write what is ready
 Settle = Callable[["asyncio.Future[bytes | None]", "bytes | None", "BaseException | None"], None]
@@ -149,9 +146,7 @@ class Lender:
             settle(reply, lent.data[nbytes:], None)
         elif lent.answer is not None:  # not sent (the records or the socket failed)
             settle(reply, *lent.answer)
-        elif err:
-            log.debug("a reply the WAL held was not sent: %s", os.strerror(err))
-        # else: the handler's answer, when it comes, goes out as usual
+        # else not sent, and the handler's answer goes out as usual when it comes
 
     def lost(self) -> None:
         """The connection is gone: take the lent reply back, or shut the

@@ -153,7 +153,10 @@ class FileWriteAheadLog:
         self._waiting: deque[tuple[asyncio.Future[None], OnDone | None]] = deque()
         self._finished = 0  # native: records the C writer reported finished
         self._kick_due = False  # native: the writer is woken at the end of this iteration
-        self._replies: dict[int, ReplySent] = {}  # native: replies the writer sends
+        self._replies: dict[int, tuple[ReplySent, int]] = {}  # native: replies the writer sends
+        # the writer's replies by outcome: sent whole, partly (the rest left to
+        # the loop), not at all (their records or the socket failed)
+        self.replies_sent = {"whole": 0, "partly": 0, "not": 0}
         self._syncs = 0  # fdatasync calls issued by the Python writer (group commits)
         # per group commit: from the writer taking the queue to its fdatasync
         # returning (writev, segment roll and fdatasync)
@@ -409,7 +412,7 @@ class FileWriteAheadLog:
             return None
         token = self._writer.reply_after(fd, data)
         if token is not None:
-            self._replies[token] = on_sent
+            self._replies[token] = (on_sent, len(data))
         return token
 
     def cancel_reply(self, token: int) -> bool:
@@ -466,10 +469,14 @@ class FileWriteAheadLog:
                     on_done(error)
         self._finished = done
         if self._replies:  # after the records: their readers are woken first
+            counts = self.replies_sent
             for token, sent, err in self._writer.replies():
-                on_sent = self._replies.pop(token, None)
-                if on_sent is not None:
-                    on_sent(sent, err)
+                reply = self._replies.pop(token, None)
+                if reply is None:
+                    continue
+                on_sent, length = reply
+                counts["whole" if sent == length else "partly" if sent or not err else "not"] += 1
+                on_sent(sent, err)
 
     def _segment_fd(self, start: int) -> int:
         """An fd to append to the segment starting at ``start``: an existing

@@ -4,6 +4,8 @@ a client that holds one finds its records at once on another connection."""
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -54,11 +56,19 @@ def _fetch(topic: str, offset: int) -> dict[str, Any]:
     }
 
 
+def _replies_sent_whole(tidelake: TidelakeProcess) -> float:
+    text = urllib.request.urlopen(f"{tidelake.http_url}/metrics", timeout=10).read().decode()
+    m = re.search(r'^tidelake_storage_wal_writer_replies_total\{sent="whole"\} (\S+)$', text, re.M)
+    assert m is not None, "the broker does not report its WAL writer's replies"
+    return float(m.group(1))
+
+
 def test_a_record_acknowledged_is_read_at_once_on_another_connection(
     tidelake: TidelakeProcess,
 ) -> None:
     topic = unique("replies-read")
     create_topic(tidelake.bootstrap, topic)
+    before = _replies_sent_whole(tidelake)
     with RawClient(tidelake.bootstrap) as writer, RawClient(tidelake.bootstrap) as reader:
         for i in range(300):
             value = f"value-{i}".encode()
@@ -70,6 +80,8 @@ def test_a_record_acknowledged_is_read_at_once_on_another_connection(
             assert int(part.error_code) == 0
             assert int(part.high_watermark) == i + 1, f"record {i} acknowledged, not readable"
             assert value in bytes(part.records or b"")
+    # the responses came from the WAL's writer (one request in flight, plain TCP)
+    assert _replies_sent_whole(tidelake) - before >= 270
 
 
 def test_pipelined_produce_requests_are_answered_in_order(tidelake: TidelakeProcess) -> None:

@@ -65,6 +65,7 @@ async def test_a_reply_is_sent_once_its_records_are_durable(
     wal.poll_durable()
     assert durable == [None] and h.done.done()
     assert told.calls == [(8, 0)] and not wal.replies_outstanding
+    assert wal.replies_sent == {"whole": 1, "partly": 0, "not": 0}
     await wal.close()
     # what was answered is in the log
     assert [r.payload for r in [x async for x in FileWriteAheadLog(tmp_path).recover()]] == [
@@ -136,6 +137,7 @@ async def test_a_reply_on_failed_records_is_not_sent(
     await asyncio.wait_for(told.event.wait(), 10)
     sent, err = told.calls[0]
     assert sent == 0 and err != 0
+    assert wal.replies_sent == {"whole": 0, "partly": 0, "not": 1}
     client.setblocking(False)
     with pytest.raises(BlockingIOError):
         client.recv(100)
@@ -158,6 +160,7 @@ async def test_what_a_full_socket_does_not_take_is_left_to_the_caller(
     await asyncio.wait_for(told.event.wait(), 10)  # the writer never blocks on the socket
     sent, err = told.calls[0]
     assert 0 <= sent < len(big) and err == 0
+    assert wal.replies_sent["partly"] == 1
     assert _recv_exactly(client, sent) == big[:sent]
     await wal.close()
 
