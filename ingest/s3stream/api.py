@@ -135,7 +135,9 @@ class StreamEngine(Protocol):
         uploads fall behind (appends are still accepted; the client is asked
         to slow down)."""
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: ReplySent, first: bool = True
+    ) -> int | None:
         """Have ``data`` sent on the connected socket ``fd`` as soon as every
         append issued so far is durable, by whoever learns of it first (the
         file WAL's writer thread, right after its fsync); the token, or None

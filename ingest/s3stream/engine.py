@@ -236,7 +236,9 @@ class S3StreamEngine:
         :mod:`ingest.s3stream.backpressure`)."""
         return self._backpressure.throttle_ms()
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: ReplySent, first: bool = True
+    ) -> int | None:
         """Have the WAL's writer send ``data`` on the connected socket ``fd``
         once every append issued so far is durable (see
         :class:`~ingest.s3stream.wal.api.DurableReplies`); None when this
@@ -244,7 +246,7 @@ class S3StreamEngine:
         wal = self._replies_wal
         if wal is None or self._fenced is not None or self._closed:
             return None
-        return wal.reply_when_durable(fd, data, on_sent)
+        return wal.reply_when_durable(fd, data, on_sent, first)
 
     def cancel_reply(self, token: int) -> bool:
         """Take back a reply of :meth:`reply_when_durable` still waiting."""

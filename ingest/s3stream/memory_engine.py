@@ -129,7 +129,9 @@ class MemoryStreamEngine:
         """Always 0: nothing is uploaded, so nothing falls behind."""
         return 0
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: ReplySent, first: bool = True
+    ) -> int | None:
         """Never: an append here is done when it is issued."""
         return None
 

@@ -404,20 +404,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def lend(self, reply: asyncio.Future[bytes | None], data: bytes, engine: StreamEngine) -> bool:
         """Have ``engine``'s WAL writer send ``data``, the response of
         ``reply``, as soon as the appends issued so far are durable (see
-        :mod:`~ingest.server.lent_reply`); only for the next reply owed.
+        :mod:`~ingest.server.lent_reply`); only for a reply owed right after
+        those lent already.
         :meth:`deliver` is still called with the handler's answer: it goes
         out only if the lent reply did not."""
         if not self.may_lend(reply):
             return False
         return self._lender.lend(reply, data, engine, self._settle)
 
+    @property
+    def lending(self) -> bool:
+        """Replies of this connection are with the WAL's writer now."""
+        return bool(self._lender.lent)
+
     def may_lend(self, reply: asyncio.Future[bytes | None]) -> bool:
         """Whether :meth:`lend` may take ``reply`` now (before its response is built)."""
+        # the replies lent already are the first owed (see lent_reply): this
+        # one may follow them when nothing else is owed before it
         return (
             not self._closing
             and not self._draining
-            and bool(self._pending)
-            and self._pending[0] is reply
+            and len(self._pending) == len(self._lender.lent) + 1
+            and self._pending[-1] is reply
             and self._lender.may_lend()
         )
 

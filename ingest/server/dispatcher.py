@@ -140,7 +140,11 @@ class Dispatcher:
             if not conn.may_lend(reply):
                 return None
             engine = self.broker.engine
-            engine.sync_now()  # the fsync starts while the response is built
+            if not conn.lending:
+                # the first of a run (a request waited for alone): its fsync
+                # starts while the response is built; pipelined ones behind
+                # it keep sharing the group commit of the loop iteration
+                engine.sync_now()
             try:
                 framed = self._encode(ctx, build())
             except Exception:  # noqa: BLE001 - the handler's own answer will say it

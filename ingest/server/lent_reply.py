@@ -11,11 +11,14 @@ loop to the loop's send.
 
 The rules that keep the connection's byte stream whole:
 
-- a reply is lent only when it is the next the connection owes (nothing
-  before it pending, nothing in the transport's buffer), over a plain TCP
-  socket (TLS transports encrypt in the loop), and only one at a time;
-- while it is lent, nothing else is written (it is the head of the
-  connection's replies, and replies go out in order);
+- a reply is lent only when every reply the connection owes before it is
+  lent too (nothing else pending before it, nothing in the transport's
+  buffer), over a plain TCP socket (TLS transports encrypt in the loop);
+- while replies are lent, nothing else is written (they are the first the
+  connection owes, and replies go out in order); the writer sends a
+  socket's replies in order, one thread at a time, and once one did not go
+  out whole it sends none of the later ones (the loop writes them, after
+  the rest of that one);
 - the writer sends on its own duplicate of the socket's fd, which the
   connection closes only once the writer is done with it (or the reply was
   taken back), so the fd number is never reused under a send;
@@ -24,7 +27,8 @@ The rules that keep the connection's byte stream whole:
   failed, or the socket did: the response the handler builds then is
   written as usual);
 - if the handler's own answer comes first (a timeout, say), the lent reply
-  is taken back if it still waits; once it is being sent, it stands: the
+  is taken back if it still waits, with every later one (their answers go
+  out from the loop, in order); once it is being sent, it stands: the
   records are durable, and that is what it says.
 """
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -58,14 +63,15 @@ class LentReply:
 
 
 class Lender:
-    """A connection's lent reply and the fd the WAL's writer sends on."""
+    """A connection's lent replies (oldest first: always the first replies it
+    owes) and the fd the WAL's writer sends them on."""
 
     __slots__ = ("_transport", "_fd", "lent", "_lost")
 
     def __init__(self) -> None:
         self._transport: asyncio.Transport | None = None
         self._fd = -1
-        self.lent: LentReply | None = None
+        self.lent: deque[LentReply] = deque()  # with the writer, in the order owed
         self._lost = False
 
     def attach(self, transport: asyncio.Transport) -> None:
@@ -83,9 +89,10 @@ class Lender:
         engine: StreamEngine,
         settle: Settle,
     ) -> bool:
-        """Hand ``data``, the response of ``reply`` (the next the connection
-        owes), to ``engine`` to send once the appends so far are durable.
-        False when it cannot be lent: the handler's answer goes out as usual."""
+        """Hand ``data``, the response of ``reply`` (owed right after the
+        replies lent already), to ``engine`` to send once the appends so far
+        are durable. False when it cannot be lent: the handler's answer goes
+        out as usual."""
         transport = self._transport
         if transport is None or not self.may_lend():
             return False
@@ -97,19 +104,18 @@ class Lender:
         def sent(nbytes: int, err: int) -> None:
             self._sent(lent, nbytes, err, settle)
 
-        token = engine.reply_when_durable(fd, data, sent)
+        token = engine.reply_when_durable(fd, data, sent, not self.lent)
         if token is None:
             return False
         lent.token = token
-        self.lent = lent
+        self.lent.append(lent)
         return True
 
     def may_lend(self) -> bool:
-        """Nothing lent now, and nothing else to write first."""
+        """Nothing written by the loop waits in the transport."""
         transport = self._transport
         return (
-            self.lent is None
-            and not self._lost
+            not self._lost
             and transport is not None
             and not transport.is_closing()
             and not transport.get_write_buffer_size()
@@ -121,21 +127,41 @@ class Lender:
         """The handler's answer for ``reply``: True when the lent reply stands
         for it (the writer is sending it: its report settles ``reply``);
         False when ``reply`` is not lent, or was taken back, and the answer
-        goes out as usual."""
-        lent = self.lent
-        if lent is None or lent.reply is not reply:
+        goes out as usual. Taking one back takes back the later ones too
+        (the writer must not send them before the loop writes this one):
+        their answers go out as usual, in order."""
+        k = next((i for i, lent in enumerate(self.lent) if lent.reply is reply), None)
+        if k is None:
             return False
-        if lent.engine.cancel_reply(lent.token):
-            self.lent = None
-            return False
-        lent.answer = (data, error)
-        return True
+        lent = self.lent[k]
+        if not lent.engine.cancel_reply(lent.token):
+            lent.answer = (data, error)
+            return True
+        self._drop_from(k)
+        return False
+
+    def _drop_from(self, k: int) -> None:
+        """Lent replies k... were taken back: they are the loop's to write."""
+        while len(self.lent) > k:
+            later = self.lent.pop()
+            if later.answer is not None and not later.reply.done():
+                self._settle_taken_back(later)
+
+    def _settle_taken_back(self, lent: LentReply) -> None:
+        data, error = lent.answer or (None, None)
+        if error is None:
+            lent.reply.set_result(data)
+        else:
+            lent.reply.set_exception(error)
 
     def _sent(self, lent: LentReply, nbytes: int, err: int, settle: Settle) -> None:
-        if self.lent is lent:
-            self.lent = None
+        try:
+            self.lent.remove(lent)
+        except ValueError:  # taken back meanwhile (cannot be: it was being sent)
+            pass
         if self._lost:
-            self._close_fd()
+            if not self.lent:
+                self._close_fd()
             return
         reply = lent.reply
         if reply.done():
@@ -149,11 +175,15 @@ class Lender:
         # else not sent, and the handler's answer goes out as usual when it comes
 
     def lost(self) -> None:
-        """The connection is gone: take the lent reply back, or shut the
+        """The connection is gone: take the lent replies back, or shut the
         socket so that the peer is not kept waiting for the writer."""
         self._lost = True
-        lent = self.lent
-        if lent is not None and not lent.engine.cancel_reply(lent.token):
+        for k, lent in enumerate(self.lent):
+            if lent.engine.cancel_reply(lent.token):
+                while len(self.lent) > k:
+                    self.lent.pop()
+                break
+        if self.lent:  # being sent: the fd is closed on the writer's last report
             try:
                 sock = socket.socket(fileno=self._fd)
                 try:
@@ -162,8 +192,7 @@ class Lender:
                     sock.detach()
             except OSError:
                 pass
-            return  # closed on the writer's report
-        self.lent = None
+            return
         self._close_fd()
 
     def _send_fd(self, transport: asyncio.Transport) -> int:

@@ -39,13 +39,19 @@
  *                                 failed with errno; `seconds` holds the
  *                                 duration of each group commit since the last
  *                                 call. Releases the finished records' buffers.
- *   token = w.reply_after(sock_fd, data)
+ *   token = w.reply_after(sock_fd, data, first=True)
  *                                 send `data` (bytes) on the connected socket
  *                                 sock_fd once every record submitted so far
  *                                 is durable (see "Replies"); None when they
- *                                 already are, or the WAL failed or closes
- *   w.cancel_reply(token)         True if the reply was still waiting (it is
- *                                 never sent); False once it is being sent
+ *                                 already are, or the WAL failed or closes.
+ *                                 A socket's replies go out in the order
+ *                                 queued; once one did not go out whole, the
+ *                                 later ones are not sent (the caller writes
+ *                                 them) until one queued with first=True (none
+ *                                 of the caller's earlier ones outstanding)
+ *   w.cancel_reply(token)         True if the reply was still waiting: it and
+ *                                 every later one on its socket are never
+ *                                 sent; False once it is being sent
  *   [(token, sent, errno)] = w.replies()
  *                                 the replies finished since the last call:
  *                                 `sent` bytes went out (all, some: the rest
@@ -173,6 +179,7 @@ typedef struct {
     double durations[MAX_DURATIONS];
     int n_durations;
     ReplyQueue replies; /* under the mutex */
+    int replying;       /* a writer thread is sending replies (one at a time) */
 } GroupCommit;
 
 #define CHECK_INITED(self)                                                       \
@@ -433,27 +440,32 @@ static void *writer_main(void *arg) {
         /* busy, the writers go on with whatever came meanwhile; only idle ones
          * wait for the next kick */
         self->kicked = self->submitted;
-        size_t n_due = 0;
-        if (self->replies.n) {
-            if (self->replies.n > due_room) {
-                Reply **grown = realloc(due, self->replies.n * 2 * sizeof(Reply *));
-                if (grown) {
+        /* the replies now due, before waking the loop (whose wake-up may
+         * preempt this thread); one thread at a time sends, so that a
+         * socket's replies go out in their order, and it goes on with what
+         * became due meanwhile (another thread's batch) before it stops */
+        if (self->replies.n && !self->replying) {
+            self->replying = 1;
+            for (;;) {
+                if (self->replies.n > due_room) {
+                    Reply **grown = realloc(due, self->replies.n * 2 * sizeof(Reply *));
+                    if (!grown)
+                        break; /* they wait for the next batch */
                     due = grown;
                     due_room = self->replies.n * 2;
                 }
+                size_t n_due =
+                    replies_take(&self->replies, self->good, self->done, self->error, due);
+                if (!n_due)
+                    break;
+                pthread_mutex_unlock(&self->mu);
+                replies_send(due, n_due);
+                pthread_mutex_lock(&self->mu);
+                replies_finish(&self->replies, due, n_due);
             }
-            if (self->replies.n <= due_room) /* else they wait for the next batch */
-                n_due = replies_take(&self->replies, self->good, self->done, self->error, due);
+            self->replying = 0;
         }
         pthread_mutex_unlock(&self->mu);
-        if (n_due) { /* before waking the loop, whose wake-up may preempt this thread */
-            for (size_t i = 0; i < n_due; i++)
-                reply_send(due[i]);
-            pthread_mutex_lock(&self->mu);
-            for (size_t i = 0; i < n_due; i++)
-                due[i]->state = REPLY_DONE;
-            pthread_mutex_unlock(&self->mu);
-        }
         signal_loop(self);
         pthread_mutex_lock(&self->mu);
         /* idle (no sync in flight either: a record's sync must not find a new
@@ -688,17 +700,17 @@ static PyObject *GroupCommit_completed(GroupCommit *self, PyObject *Py_UNUSED(ig
 }
 
 static PyObject *GroupCommit_reply_after(GroupCommit *self, PyObject *args) {
-    int sock_fd;
+    int sock_fd, first = 1;
     PyObject *data;
     CHECK_INITED(self);
-    if (!PyArg_ParseTuple(args, "iS", &sock_fd, &data))
+    if (!PyArg_ParseTuple(args, "iS|p", &sock_fd, &data, &first))
         return NULL;
     Py_INCREF(data);
     pthread_mutex_lock(&self->mu);
     long long token = -2;
     if (self->running && !self->closing && !self->error && self->good < self->submitted)
         token = replies_add(&self->replies, self->submitted, sock_fd, PyBytes_AS_STRING(data),
-                            (size_t)PyBytes_GET_SIZE(data), data);
+                            (size_t)PyBytes_GET_SIZE(data), data, first);
     pthread_mutex_unlock(&self->mu);
     if (token >= 0)
         return PyLong_FromLongLong(token);
@@ -778,7 +790,8 @@ static PyMethodDef GroupCommit_methods[] = {
     {"completed", (PyCFunction)GroupCommit_completed, METH_NOARGS,
      "completed() -> (done, good, errno, seconds); release finished records"},
     {"reply_after", (PyCFunction)GroupCommit_reply_after, METH_VARARGS,
-     "reply_after(sock_fd, data) -> token | None; send data once what is submitted is durable"},
+     "reply_after(sock_fd, data, first=True) -> token | None; send data once what is submitted "
+     "is durable"},
     {"cancel_reply", (PyCFunction)GroupCommit_cancel_reply, METH_O,
      "cancel_reply(token) -> bool; True if the reply was still waiting"},
     {"replies", (PyCFunction)GroupCommit_replies, METH_NOARGS,

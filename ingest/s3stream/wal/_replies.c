@@ -5,8 +5,20 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+static int stopped_at(const ReplyQueue *q, int fd) {
+    for (size_t i = 0; i < q->n_stopped; i++)
+        if (q->stopped[i] == fd)
+            return (int)i;
+    return -1;
+}
+
 long long replies_add(ReplyQueue *q, long long after, int fd, const char *buf, size_t len,
-                      void *owner) {
+                      void *owner, int first) {
+    if (first) {
+        int i = stopped_at(q, fd);
+        if (i >= 0)
+            q->stopped[i] = q->stopped[--q->n_stopped];
+    }
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 16;
         Reply **grown = realloc(q->items, cap * sizeof(Reply *));
@@ -37,7 +49,11 @@ size_t replies_take(ReplyQueue *q, long long good, long long done, int err, Repl
             continue;
         if (r->after > done)
             break; /* `after` never decreases: the rest wait too */
-        if (r->after <= good) {
+        if (r->after <= good && stopped_at(q, r->fd) >= 0) {
+            r->state = REPLY_DONE; /* behind a reply the loop finishes: the loop writes it */
+            r->sent = 0;
+            r->err = 0;
+        } else if (r->after <= good) {
             r->state = REPLY_SENDING;
             out[k++] = r;
         } else { /* its records failed: the event loop answers with the error */
@@ -48,7 +64,7 @@ size_t replies_take(ReplyQueue *q, long long good, long long done, int err, Repl
     return k;
 }
 
-void reply_send(Reply *r) {
+static void reply_send(Reply *r) {
     size_t off = 0;
     int err = 0;
     while (off < r->len) {
@@ -66,17 +82,51 @@ void reply_send(Reply *r) {
     r->err = err;
 }
 
-int replies_cancel(ReplyQueue *q, long long token) {
-    for (size_t i = 0; i < q->n; i++) {
-        Reply *r = q->items[i];
-        if (r->token == token) {
-            if (r->state != REPLY_QUEUED)
-                return 0;
-            r->state = REPLY_CANCELLED;
-            return 1;
+void replies_send(Reply **out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        Reply *r = out[i];
+        int behind = 0; /* an earlier reply on this socket did not go out whole */
+        for (size_t j = 0; j < i && !behind; j++)
+            behind = out[j]->fd == r->fd && out[j]->sent < out[j]->len;
+        if (behind) {
+            r->sent = 0;
+            r->err = 0;
+        } else {
+            reply_send(r);
         }
     }
-    return 0;
+}
+
+void replies_finish(ReplyQueue *q, Reply **out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        Reply *r = out[i];
+        r->state = REPLY_DONE;
+        if (r->sent < r->len && stopped_at(q, r->fd) < 0) {
+            if (q->n_stopped == q->cap_stopped) {
+                size_t cap = q->cap_stopped ? q->cap_stopped * 2 : 8;
+                int *grown = realloc(q->stopped, cap * sizeof(int));
+                if (!grown)
+                    continue; /* cannot happen in practice; see replies_add's caller */
+                q->stopped = grown;
+                q->cap_stopped = cap;
+            }
+            q->stopped[q->n_stopped++] = r->fd;
+        }
+    }
+}
+
+int replies_cancel(ReplyQueue *q, long long token) {
+    size_t i = 0;
+    while (i < q->n && q->items[i]->token != token)
+        i++;
+    if (i == q->n || q->items[i]->state != REPLY_QUEUED)
+        return 0;
+    int fd = q->items[i]->fd;
+    for (; i < q->n; i++) {
+        if (q->items[i]->fd == fd && q->items[i]->state == REPLY_QUEUED)
+            q->items[i]->state = REPLY_CANCELLED;
+    }
+    return 1;
 }
 
 void replies_fail_queued(ReplyQueue *q, int err) {
@@ -105,6 +155,8 @@ void replies_clear(ReplyQueue *q) {
     for (size_t i = 0; i < q->n; i++)
         free(q->items[i]);
     free(q->items);
+    free(q->stopped);
     q->items = NULL;
-    q->n = q->cap = 0;
+    q->stopped = NULL;
+    q->n = q->cap = q->n_stopped = q->cap_stopped = 0;
 }

@@ -4,7 +4,7 @@
  *
  * A queue of responses, each waiting for the group commit's durable count to
  * reach its `after`. The caller holds the group commit's mutex for every call
- * here; the sends themselves (reply_send) run without it. No Python here: the
+ * here; the sends themselves (replies_send) run without it. No Python here: the
  * data belongs to `owner`, which the Python side keeps alive until the reply
  * is popped (state DONE or CANCELLED).
  */
@@ -32,25 +32,39 @@ typedef struct {
     Reply **items; /* in the order added: `after` never decreases */
     size_t n, cap;
     long long next_token;
+    /* sockets whose last reply did not go out whole: their later replies are
+     * not sent (the event loop writes them, after the rest of that one),
+     * until a reply queued as the first of a new run lifts it */
+    int *stopped;
+    size_t n_stopped, cap_stopped;
 } ReplyQueue;
 
-/* queue a reply; its token, or -1 (out of memory) */
+/* queue a reply; its token, or -1 (out of memory). `first`: no earlier reply
+ * for this fd is outstanding (the caller's run of replies starts here), which
+ * lifts a stop on the fd */
 long long replies_add(ReplyQueue *q, long long after, int fd, const char *buf, size_t len,
-                      void *owner);
+                      void *owner, int first);
 
 /* the replies due now that `good` records are durable and `done` finished
  * (those in [good, done) failed with `err`: they become DONE, unsent): each
  * due one becomes SENDING and goes into out[0..return) (out has room for
- * q->n); the caller sends them with reply_send, without the mutex */
+ * q->n); the caller sends them with replies_send, without the mutex */
 size_t replies_take(ReplyQueue *q, long long good, long long done, int err, Reply **out);
 
-/* send a SENDING reply's bytes on its socket without blocking (MSG_DONTWAIT:
- * what the socket does not take now is left to the caller's event loop);
- * sets `sent` and `err`. Called without the mutex. */
-void reply_send(Reply *r);
+/* send the SENDING replies out[0..n) in order, each without blocking
+ * (MSG_DONTWAIT: what a socket does not take now is left to the event loop);
+ * once one did not go out whole, the later ones on its socket are not sent
+ * (sent 0, err 0: the loop writes them). Sets `sent` and `err`. Called
+ * without the mutex, by one thread at a time (the caller's token). */
+void replies_send(Reply **out, size_t n);
 
-/* a QUEUED reply becomes CANCELLED (1); 0 when it is sending or done, or
- * unknown */
+/* the sent replies out[0..n) become DONE; the sockets of those that did not
+ * go out whole are stopped (holding the mutex) */
+void replies_finish(ReplyQueue *q, Reply **out, size_t n);
+
+/* a QUEUED reply, and every later one on its fd (all QUEUED too: replies
+ * are taken in order), become CANCELLED (1); 0 when it is sending or done,
+ * or unknown */
 int replies_cancel(ReplyQueue *q, long long token);
 
 /* every reply still QUEUED becomes DONE, unsent, with `err` (closing) */

@@ -118,13 +118,20 @@ class DurableReplies(Protocol):
       the records failed: nothing is sent then, and the errno is theirs).
     - ``sync_now`` starts the group commit of what is appended now rather
       than at the end of the loop iteration (a reply is about to wait for it).
-    - ``cancel_reply`` takes back a reply still waiting (True: never sent,
-      ``on_sent`` not called); False once it is being sent.
+    - A socket's replies go out in the order queued. Once one did not go
+      out whole, the later ones are not sent (``on_sent`` with 0 and errno
+      0: the caller writes them, after the rest of that one) until one is
+      queued with ``first`` (none of the caller's earlier ones outstanding).
+    - ``cancel_reply`` takes back a reply still waiting, and every later one
+      on its socket (True: never sent, ``on_sent`` not called); False once
+      it is being sent.
     - The caller writes nothing else to ``fd`` while a reply is outstanding
       and keeps the fd open until ``on_sent`` (or a cancel).
     """
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None: ...
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: ReplySent, first: bool = True
+    ) -> int | None: ...
 
     def cancel_reply(self, token: int) -> bool: ...
 

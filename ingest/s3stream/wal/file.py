@@ -153,7 +153,8 @@ class FileWriteAheadLog:
         self._waiting: deque[tuple[asyncio.Future[None], OnDone | None]] = deque()
         self._finished = 0  # native: records the C writer reported finished
         self._kick_due = False  # native: the writer is woken at the end of this iteration
-        self._replies: dict[int, tuple[ReplySent, int]] = {}  # native: replies the writer sends
+        # native: replies the writer sends, by token: (listener, length, socket fd)
+        self._replies: dict[int, tuple[ReplySent, int, int]] = {}
         # the writer's replies by outcome: sent whole, partly (the rest left to
         # the loop), not at all (their records or the socket failed)
         self.replies_sent = {"whole": 0, "partly": 0, "not": 0}
@@ -403,22 +404,27 @@ class FileWriteAheadLog:
                 self._cond.notify()
         return WalAppend(position, position + size, future)
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: ReplySent) -> int | None:
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: ReplySent, first: bool = True
+    ) -> int | None:
         """See :class:`~ingest.s3stream.wal.api.DurableReplies`: the C
         writer sends ``data`` after the fdatasync that makes every record
         appended so far durable. None with the Python writer, or when the
         log failed."""
         if self._writer is None or self._failed is not None or not self._writer_replies:
             return None
-        token = self._writer.reply_after(fd, data)
+        token = self._writer.reply_after(fd, data, first)
         if token is not None:
-            self._replies[token] = (on_sent, len(data))
+            self._replies[token] = (on_sent, len(data), fd)
         return token
 
     def cancel_reply(self, token: int) -> bool:
         if self._writer is None or not self._writer.cancel_reply(token):
             return False
-        self._replies.pop(token, None)
+        # the later replies on its socket went with it (tokens grow in order)
+        _, _, fd = self._replies.pop(token, (None, 0, -1))
+        for later in [t for t, (_, _, f) in self._replies.items() if f == fd and t > token]:
+            del self._replies[later]
         return True
 
     def sync_now(self) -> None:
@@ -474,7 +480,7 @@ class FileWriteAheadLog:
                 reply = self._replies.pop(token, None)
                 if reply is None:
                     continue
-                on_sent, length = reply
+                on_sent, length, _ = reply
                 counts["whole" if sent == length else "partly" if sent or not err else "not"] += 1
                 on_sent(sent, err)
 

@@ -80,8 +80,11 @@ def test_a_record_acknowledged_is_read_at_once_on_another_connection(
             assert int(part.error_code) == 0
             assert int(part.high_watermark) == i + 1, f"record {i} acknowledged, not readable"
             assert value in bytes(part.records or b"")
-    # the responses came from the WAL's writer (one request in flight, plain TCP)
-    assert _replies_sent_whole(tidelake) - before >= 270
+    # the responses came from the WAL's writer (one request in flight, plain
+    # TCP); not all of them on a loaded machine: the group commit starts
+    # before the response is lent, and a loop thread descheduled for longer
+    # than the fsync finds the records durable already and answers itself
+    assert _replies_sent_whole(tidelake) - before >= 100
 
 
 def test_pipelined_produce_requests_are_answered_in_order(tidelake: TidelakeProcess) -> None:

@@ -185,3 +185,75 @@ async def test_replies_can_be_turned_off(
     wal.append(1, 0, 1, b"r")
     assert wal.reply_when_durable(pair[0].fileno(), b"x", _Told()) is None
     await wal.close()
+
+
+async def test_a_sockets_replies_go_out_in_the_order_queued(
+    tmp_path: Path, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, client = pair
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    told = [_Told() for _ in range(20)]
+    for i in range(20):  # some share a group commit, some follow one in flight
+        wal.append(1, i, 1, b"r" * 50_000)
+        assert wal.reply_when_durable(ours.fileno(), b"%04d" % i, told[i], i == 0) is not None
+        if i % 3 == 0:
+            await asyncio.sleep(0)
+    await asyncio.wait_for(told[-1].event.wait(), 10)
+    assert _recv_exactly(client, 80) == b"".join(b"%04d" % i for i in range(20))
+    assert all(t.calls == [(4, 0)] for t in told)
+    await wal.close()
+
+
+async def test_after_a_reply_the_socket_did_not_take_whole_the_later_ones_wait(
+    tmp_path: Path, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, client = pair
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    wal.append(1, 0, 1, b"r")
+    big, after = _Told(), _Told()
+    data = os.urandom(4 << 20)
+    wal.reply_when_durable(ours.fileno(), data, big)
+    wal.append(1, 1, 1, b"r")
+    wal.reply_when_durable(ours.fileno(), b"later", after, False)
+    await asyncio.wait_for(after.event.wait(), 10)
+    sent = big.calls[0][0]
+    assert sent < len(data)
+    assert after.calls == [(0, 0)]  # not sent: the caller writes it after the rest of the first
+    assert _recv_exactly(client, sent) == data[:sent]
+    # a new run (none of the caller's replies outstanding) is sent again
+    wal.append(1, 2, 1, b"r")
+    again = _Told()
+    wal.reply_when_durable(ours.fileno(), b"again", again, True)
+    await asyncio.wait_for(again.event.wait(), 10)
+    assert again.calls == [(5, 0)] and _recv_exactly(client, 5) == b"again"
+    await wal.close()
+
+
+async def test_taking_back_a_reply_takes_back_the_later_ones_on_its_socket(
+    tmp_path: Path, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, client = pair
+    other_ours, other_client = socket.socketpair()
+    wal = FileWriteAheadLog(tmp_path)
+    await wal.start()
+    h = wal.append(1, 0, 1, b"r")
+    first, later, elsewhere = _Told(), _Told(), _Told()
+    token = wal.reply_when_durable(ours.fileno(), b"first", first)
+    assert token is not None
+    assert wal.reply_when_durable(ours.fileno(), b"later", later, False) is not None
+    assert wal.reply_when_durable(other_ours.fileno(), b"other", elsewhere) is not None
+    assert wal.cancel_reply(token)
+    await h.done
+    await asyncio.wait_for(elsewhere.event.wait(), 10)
+    other_client.settimeout(10)
+    assert _recv_exactly(other_client, 5) == b"other"  # another socket's reply is not touched
+    assert first.calls == [] and later.calls == [] and not wal.replies_outstanding
+    client.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        client.recv(100)
+    await wal.close()
+    other_ours.close()
+    other_client.close()

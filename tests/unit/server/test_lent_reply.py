@@ -46,15 +46,21 @@ class _Engine:
         self.takes = takes
         self.handed: list[tuple[int, bytes]] = []
         self.on_sent: Any = None
+        self.listeners: list[Any] = []
+        self.firsts: list[bool] = []
         self.cancellable = True
         self.cancelled: list[int] = []
 
-    def reply_when_durable(self, fd: int, data: bytes, on_sent: Any) -> int | None:
+    def reply_when_durable(
+        self, fd: int, data: bytes, on_sent: Any, first: bool = True
+    ) -> int | None:
         if not self.takes:
             return None
         self.handed.append((fd, data))
+        self.firsts.append(first)
         self.on_sent = on_sent
-        return 7
+        self.listeners.append(on_sent)
+        return 6 + len(self.handed)  # 7, 8, ...
 
     def cancel_reply(self, token: int) -> bool:
         if self.cancellable:
@@ -107,7 +113,7 @@ async def test_a_reply_sent_whole_settles_with_nothing_left_to_write(pair: Any) 
     [(fd, data)] = engine.handed
     assert data == b"response" and fd != pair[0].fileno()  # its own duplicate of the socket
     engine.on_sent(len(data), 0)
-    assert conn.settled == [(None, None)] and lender.lent is None
+    assert conn.settled == [(None, None)] and not lender.lent
     # the handler's answer afterwards is not this lender's any more
     assert not lender.intercept(reply, b"answer", None)
 
@@ -130,7 +136,7 @@ async def test_an_unsent_reply_leaves_the_answer_to_the_handler(pair: Any) -> No
     engine = _Engine()
     lender, reply, conn = _lent(pair, engine)
     engine.on_sent(0, 5)  # the records failed (EIO)
-    assert conn.settled == [] and not reply.done() and lender.lent is None
+    assert conn.settled == [] and not reply.done() and not lender.lent
     assert not lender.intercept(reply, b"error response", None)  # written as usual
 
 
@@ -138,7 +144,7 @@ async def test_an_answer_first_takes_back_a_waiting_reply(pair: Any) -> None:
     engine = _Engine()
     lender, reply, conn = _lent(pair, engine)
     assert not lender.intercept(reply, b"timed out", None)  # taken back: goes out as usual
-    assert engine.cancelled == [7] and lender.lent is None
+    assert engine.cancelled == [7] and not lender.lent
 
 
 async def test_an_answer_while_the_writer_sends_waits_for_its_report(pair: Any) -> None:
@@ -160,13 +166,39 @@ async def test_an_answer_while_sending_goes_out_if_the_send_failed(pair: Any) ->
     assert conn.settled == [(b"error response", None)]
 
 
-async def test_one_reply_is_lent_at_a_time(pair: Any) -> None:
+async def test_replies_lent_one_after_another_go_out_in_order(pair: Any) -> None:
     engine = _Engine()
-    lender, _, conn = _lent(pair, engine)
-    second: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-    assert not lender.lend(second, b"next", engine, conn.settle)  # type: ignore[arg-type]
-    engine.on_sent(8, 0)
+    lender, first, conn = _lent(pair, engine)
+    loop = asyncio.get_running_loop()
+    second: asyncio.Future[bytes | None] = loop.create_future()
+    third: asyncio.Future[bytes | None] = loop.create_future()
     assert lender.lend(second, b"next", engine, conn.settle)  # type: ignore[arg-type]
+    assert lender.lend(third, b"last", engine, conn.settle)  # type: ignore[arg-type]
+    # only the first of a run lifts the writer's stop on the socket
+    assert engine.firsts == [True, False, False]
+    assert [lent.reply for lent in lender.lent] == [first, second, third]
+    engine.listeners[0](8, 0)
+    engine.listeners[1](4, 0)
+    engine.listeners[2](0, 0)  # behind one the socket did not take whole: the loop writes it
+    assert conn.settled == [(None, None), (None, None), (b"last", None)]
+    assert not lender.lent
+    fourth: asyncio.Future[bytes | None] = loop.create_future()
+    assert lender.lend(fourth, b"again", engine, conn.settle)  # type: ignore[arg-type]
+    assert engine.firsts[-1] is True
+
+
+async def test_taking_back_a_reply_takes_back_the_later_ones(pair: Any) -> None:
+    engine = _Engine()
+    lender, first, conn = _lent(pair, engine)
+    loop = asyncio.get_running_loop()
+    second: asyncio.Future[bytes | None] = loop.create_future()
+    third: asyncio.Future[bytes | None] = loop.create_future()
+    assert lender.lend(second, b"next", engine, conn.settle)  # type: ignore[arg-type]
+    assert lender.lend(third, b"last", engine, conn.settle)  # type: ignore[arg-type]
+    assert not lender.intercept(second, b"timed out", None)  # goes out from the loop
+    assert engine.cancelled == [8]
+    assert [lent.reply for lent in lender.lent] == [first]  # the third went with it
+    assert not lender.intercept(third, b"its answer", None)  # the loop's, as usual
 
 
 @pytest.mark.parametrize(
@@ -189,7 +221,7 @@ async def test_an_engine_that_cannot_send_lends_nothing(pair: Any) -> None:
     lender.attach(_Transport(pair[0]))  # type: ignore[arg-type]
     reply: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
     assert not lender.lend(reply, b"x", _Engine(takes=False), _Conn().settle)  # type: ignore[arg-type]
-    assert lender.lent is None
+    assert not lender.lent
 
 
 async def test_a_lost_connection_takes_the_reply_back_and_closes_the_duplicate(pair: Any) -> None:
