@@ -163,27 +163,25 @@ class Dispatcher:
 
     def _encode(self, ctx: RequestContext, result: Any) -> bytes:
         """The response frame of a handler's ``result``."""
+        return self._encoded(ctx, result)[0]
+
+    def _encoded(self, ctx: RequestContext, result: Any) -> tuple[bytes, Any]:
+        """The response frame of ``result``, and the response as encoded
+        (``result`` itself for an API with a direct writer, else the entity)."""
         direct = _DIRECT_WRITERS.get(ctx.api_key)
         if direct is not None:
             framed = direct(ctx.api_version, ctx.correlation_id, result)
             if framed is not None:
-                return framed
+                return framed, result
         entity = _response_entity(response_class(ctx.api_key, ctx.api_version), result)
-        return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, entity)
+        return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, entity), entity
 
     def _frame(self, ctx: RequestContext, started: float, request: Any, result: Any) -> bytes:
         """The response frame of a handler's ``result``; tells the observer."""
-        direct = _DIRECT_WRITERS.get(ctx.api_key)
-        if direct is not None:
-            framed = direct(ctx.api_version, ctx.correlation_id, result)
-            if framed is not None:
-                if self.observer is not None:
-                    self.observer(ctx.api_key, time.perf_counter() - started, request, result)
-                return framed
-        entity = _response_entity(response_class(ctx.api_key, ctx.api_version), result)
+        framed, response = self._encoded(ctx, result)
         if self.observer is not None:
-            self.observer(ctx.api_key, time.perf_counter() - started, request, entity)
-        return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, entity)
+            self.observer(ctx.api_key, time.perf_counter() - started, request, response)
+        return framed
 
     async def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         from ingest.handlers.api_versions import api_keys

@@ -27,6 +27,17 @@ long long replies_add(ReplyQueue *q, long long after, int fd, const char *buf, s
         q->items = grown;
         q->cap = cap;
     }
+    /* room to stop the socket of every reply queued (replies_finish adds at
+     * most one stop per reply it finishes, and cannot fail) */
+    size_t need = q->n_stopped + q->n + 1;
+    if (need > q->cap_stopped) {
+        size_t cap = need * 2;
+        int *grown = realloc(q->stopped, cap * sizeof(int));
+        if (!grown)
+            return -1;
+        q->stopped = grown;
+        q->cap_stopped = cap;
+    }
     Reply *r = calloc(1, sizeof(Reply));
     if (!r)
         return -1;
@@ -101,17 +112,8 @@ void replies_finish(ReplyQueue *q, Reply **out, size_t n) {
     for (size_t i = 0; i < n; i++) {
         Reply *r = out[i];
         r->state = REPLY_DONE;
-        if (r->sent < r->len && stopped_at(q, r->fd) < 0) {
-            if (q->n_stopped == q->cap_stopped) {
-                size_t cap = q->cap_stopped ? q->cap_stopped * 2 : 8;
-                int *grown = realloc(q->stopped, cap * sizeof(int));
-                if (!grown)
-                    continue; /* cannot happen in practice; see replies_add's caller */
-                q->stopped = grown;
-                q->cap_stopped = cap;
-            }
-            q->stopped[q->n_stopped++] = r->fd;
-        }
+        if (r->sent < r->len && stopped_at(q, r->fd) < 0)
+            q->stopped[q->n_stopped++] = r->fd; /* room reserved by replies_add */
     }
 }
 
